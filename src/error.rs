@@ -1,0 +1,97 @@
+//! The crate's error types: [`Error`] for the timer's own operations, [`Elapsed`] for
+//! a [`Timeout`](crate::Timeout) whose deadline came first.
+
+use std::fmt;
+
+/// What can go wrong building a [`Timer`](crate::Timer) or scheduling on one.
+///
+/// Every message says what to do about it.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use wheel_timer::{Error, Timer};
+///
+/// let err = Timer::builder().tick(Duration::ZERO).build().unwrap_err();
+/// assert!(matches!(err, Error::InvalidConfig(_)));
+/// println!("{err}");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The timer was shut down (or its runtime was) and takes no new callbacks.
+    Shutdown,
+    /// [`Builder::max_pending`](crate::Builder::max_pending) callbacks are pending already.
+    AtCapacity {
+        /// The configured limit.
+        max: usize,
+    },
+    /// A [`Builder`](crate::Builder) setting is out of range, or there is no runtime to
+    /// run the driver on; the text says which.
+    InvalidConfig(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Shutdown => f.write_str(
+                "the timer has been shut down (or its runtime has): build a new Timer to schedule more",
+            ),
+            Error::AtCapacity { max } => write!(
+                f,
+                "the timer already holds {max} pending callbacks (Builder::max_pending): \
+                 cancel some, wait for some to fire, or raise the limit"
+            ),
+            Error::InvalidConfig(why) => write!(f, "invalid timer configuration: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The error of a [`Timeout`](crate::Timeout) whose deadline passed before its future
+/// completed.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use std::time::Duration;
+/// use wheel_timer::{Elapsed, Timer};
+///
+/// let timer = Timer::new();
+/// let result = timer.timeout(Duration::from_millis(50), std::future::pending::<()>()).await;
+/// assert_eq!(result, Err(Elapsed::new()));
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Elapsed(());
+
+impl Elapsed {
+    /// An `Elapsed`, for comparing against in tests and for wrapping errors.
+    pub const fn new() -> Self {
+        Elapsed(())
+    }
+}
+
+impl Default for Elapsed {
+    fn default() -> Self {
+        Elapsed::new()
+    }
+}
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("deadline has elapsed")
+    }
+}
+
+impl std::error::Error for Elapsed {}
+
+impl From<Elapsed> for std::io::Error {
+    fn from(_: Elapsed) -> Self {
+        std::io::ErrorKind::TimedOut.into()
+    }
+}

@@ -1,0 +1,162 @@
+//! [`Interval`]: a periodic ticker with `tokio::time::Interval`'s semantics.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::Sleep;
+
+/// Ticks every `period`, as [`tokio::time::Interval`] does, to within one wheel tick.
+///
+/// Made by [`Timer::interval`](crate::Timer::interval),
+/// [`Timer::interval_at`](crate::Timer::interval_at) or the free function
+/// [`interval`](crate::interval).
+///
+/// The first tick completes at once (at `start` for `interval_at`), then one every
+/// `period`. A tick counts as missed when it is taken more than one wheel tick late
+/// (tokio uses 5 ms, its own resolution); what happens then is the
+/// [`MissedTickBehavior`], `Burst` by default, as in tokio:
+///
+/// * `Burst`: the missed ticks complete at once, one per call, until caught up.
+/// * `Delay`: the next tick is `period` after the late one was taken.
+/// * `Skip`: missed ticks are dropped; the next is the next multiple of `period`
+///   after `start`.
+///
+/// It is also a [`futures::Stream`] of the ticks' scheduled instants.
+///
+/// # Cancellation
+///
+/// [`tick`](Interval::tick) is cancel-safe: if its future is dropped before it
+/// completes, no tick is lost. Dropping the `Interval` removes it from the wheel.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use std::time::Duration;
+/// use wheel_timer::Timer;
+///
+/// let timer = Timer::new();
+/// let mut heartbeat = timer.interval(Duration::from_secs(1));
+/// let first = heartbeat.tick().await; // at once
+/// let second = heartbeat.tick().await; // one second later
+/// assert_eq!(second - first, Duration::from_secs(1));
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Interval {
+    /// Due at the next tick's scheduled instant.
+    sleep: Sleep,
+    period: Duration,
+    behavior: MissedTickBehavior,
+}
+
+impl Interval {
+    pub(crate) fn new(sleep: Sleep, period: Duration) -> Interval {
+        let period = if period.is_zero() {
+            sleep.timer().tick()
+        } else {
+            period
+        };
+        Interval {
+            sleep,
+            period,
+            behavior: MissedTickBehavior::Burst,
+        }
+    }
+
+    /// Completes at the next tick, returning its scheduled instant.
+    ///
+    /// Cancel-safe.
+    pub async fn tick(&mut self) -> Instant {
+        std::future::poll_fn(|cx| self.poll_tick(cx)).await
+    }
+
+    /// Polls for the next tick: `Ready` with its scheduled instant once it is due.
+    ///
+    /// When this returns `Pending`, the waker of `cx` is woken at the tick (only the
+    /// most recent waker is kept, as with any future).
+    pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
+        let scheduled = self.sleep.deadline();
+        // A due tick needs no wheel: the first tick and Burst's make-up ticks complete at
+        // once, as tokio's do, instead of waiting for the wheel's next tick.
+        let mut now = Instant::now();
+        if scheduled > now {
+            if Pin::new(&mut self.sleep).poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            now = Instant::now();
+        }
+        let late = now.saturating_duration_since(scheduled);
+        let next = if late > self.sleep.timer().tick() {
+            self.missed(scheduled, now)
+        } else {
+            scheduled.checked_add(self.period)
+        };
+        let next = next.unwrap_or_else(|| crate::driver::far_future(now));
+        self.sleep.reset(next);
+        Poll::Ready(scheduled)
+    }
+
+    /// The next tick after `scheduled` was taken late, at `now`.
+    fn missed(&self, scheduled: Instant, now: Instant) -> Option<Instant> {
+        match self.behavior {
+            MissedTickBehavior::Delay => now.checked_add(self.period),
+            MissedTickBehavior::Skip => {
+                let period = self.period.as_nanos();
+                let into = (now - scheduled).as_nanos() % period;
+                let back = Duration::from_nanos(u64::try_from(into).unwrap_or(u64::MAX));
+                now.checked_add(self.period - back)
+            }
+            // Burst, and any behaviour tokio adds later.
+            _ => scheduled.checked_add(self.period),
+        }
+    }
+
+    /// Makes the next tick `period` from now.
+    pub fn reset(&mut self) {
+        self.reset_after(self.period);
+    }
+
+    /// Makes the next tick complete at once.
+    pub fn reset_immediately(&mut self) {
+        self.reset_at(Instant::now());
+    }
+
+    /// Makes the next tick `after` from now (saturating).
+    pub fn reset_after(&mut self, after: Duration) {
+        self.reset_at(crate::driver::deadline_after(Instant::now(), after));
+    }
+
+    /// Makes the next tick due at `deadline`; later ticks follow every `period` from it.
+    pub fn reset_at(&mut self, deadline: Instant) {
+        self.sleep.reset(deadline);
+    }
+
+    /// The time between ticks.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// What happens when ticks are missed; see the type's docs.
+    pub fn missed_tick_behavior(&self) -> MissedTickBehavior {
+        self.behavior
+    }
+
+    /// Sets what happens when ticks are missed; see the type's docs.
+    pub fn set_missed_tick_behavior(&mut self, behavior: MissedTickBehavior) {
+        self.behavior = behavior;
+    }
+}
+
+impl futures::Stream for Interval {
+    type Item = Instant;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Instant>> {
+        self.get_mut().poll_tick(cx).map(Some)
+    }
+}

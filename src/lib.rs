@@ -1,0 +1,196 @@
+//! A hashed-wheel timer for Tokio: sleeps, timeouts and intervals that cost a few
+//! tens of nanoseconds to register and cancel, for programs with very many deadlines
+//! that are mostly cancelled before they fire.
+//!
+//! RPC request deadlines, idle-connection checks, heartbeats and lease renewals all
+//! set a timer per operation and cancel nearly all of them. `tokio::time` keeps each
+//! timer exact to the millisecond in a hierarchical wheel shared with the runtime;
+//! this crate trades resolution (one configurable tick, 10 ms by default) for a flat
+//! slab-backed wheel in which registering and cancelling are a few pointer writes.
+//!
+//! * [`Timer`] — the handle; [`Timer::builder`] configures tick and wheel size.
+//! * [`Sleep`], [`Timeout`], [`Interval`] — futures, with tokio's shapes and semantics;
+//!   dropping one cancels it.
+//! * [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`] — the same on a
+//!   process-wide [default timer](#default-timer).
+//!
+//! # Examples
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! use std::time::Duration;
+//! use wheel_timer::Timer;
+//!
+//! let timer = Timer::new(); // driver spawned on this runtime, 10 ms tick
+//!
+//! // A request with a deadline: answered in time, so the deadline is cancelled.
+//! let answer = timer.timeout(Duration::from_secs(1), async { "pong" }).await;
+//! assert_eq!(answer, Ok("pong"));
+//!
+//! // A heartbeat: the first tick at once, then every 500 ms.
+//! let start = tokio::time::Instant::now();
+//! let mut beat = timer.interval(Duration::from_millis(500));
+//! for _ in 0..3 {
+//!     beat.tick().await;
+//! }
+//! assert!(start.elapsed() >= Duration::from_millis(1000));
+//! assert!(start.elapsed() < Duration::from_millis(1000) + timer.tick());
+//! # }
+//! ```
+//!
+//! # Semantics
+//!
+//! * **Never early.** A timer fires on the first tick at or after its deadline: late by
+//!   less than one tick, plus the runtime's scheduling delay.
+//! * **Lazy.** A future touches the wheel on its first poll, not when created; a
+//!   [`Timeout`] whose future is ready at once never touches it.
+//! * **Drop cancels** in O(1) and frees the entry at once.
+//! * **Saturating.** `Duration::MAX` and far-future instants sleep about 30 years;
+//!   nothing overflows or panics. Past deadlines complete at once or on the next tick.
+//! * **Idle is free.** With nothing pending the driver does not wake at all.
+//!
+//! # Default timer
+//!
+//! The free functions use one process-wide [`Timer`] (10 ms tick) created on first use,
+//! whose driver runs on its own thread with its own current-thread runtime, so they
+//! work from any runtime or none. Because it runs elsewhere, it follows the **real
+//! clock**, not a test's paused one: in `#[tokio::test(start_paused = true)]` tests,
+//! build an explicit [`Timer`] inside the test instead.
+//!
+//! # Implementation
+//!
+//! This is the hashed timing wheel of Varghese and Lauck ("Hashed and Hierarchical
+//! Timing Wheels", SOSP 1987, scheme 6), as in Netty's `HashedWheelTimer`, with the
+//! storage of tokio-util's `DelayQueue`:
+//!
+//! * `wheel.rs` — the data structure alone, no clock, no locks, no async: entries in a
+//!   `slab::Slab`, each slot an intrusive list linked by slab index, entries stamped with
+//!   their absolute due tick (so long deadlines simply wait out extra revolutions), a
+//!   generation in every key so stale keys are inert, and an occupancy bitmap to find
+//!   the next non-empty slot. Tested against a `BTreeMap` model with proptest.
+//! * `driver.rs` — the one lock and the tick task: maps instants to ticks (deadlines
+//!   round up, the clock rounds down: never early), awaits a
+//!   `tokio::time::Interval` with `MissedTickBehavior::Skip`, catches up on every tick
+//!   the clock has passed when woken late, parks without ticking when nothing is near,
+//!   and wakes expired tasks after releasing the lock.
+//! * `timer.rs`, `builder.rs` — the handle and its configuration.
+//! * `sleep.rs`, `timeout.rs`, `interval.rs` — the futures; [`Sleep`] is the only one
+//!   that talks to the driver.
+//! * `lib.rs` — these docs, re-exports and the default timer.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
+
+mod builder;
+mod driver;
+mod error;
+mod interval;
+mod sleep;
+mod timeout;
+mod timer;
+mod wheel;
+
+use std::future::IntoFuture;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+pub use builder::Builder;
+pub use error::{Elapsed, Error};
+pub use interval::Interval;
+pub use sleep::Sleep;
+pub use timeout::Timeout;
+pub use timer::{Stats, Timer};
+pub use tokio::time::{Instant, MissedTickBehavior};
+
+/// The process-wide timer behind the free functions; see [the crate docs](crate#default-timer).
+fn default_timer() -> &'static Timer {
+    static DEFAULT: OnceLock<Timer> = OnceLock::new();
+    DEFAULT.get_or_init(|| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("wheel-timer: cannot create the default timer's runtime");
+        let timer = Timer::builder()
+            .build_on(runtime.handle())
+            .expect("wheel-timer: the default settings are valid");
+        std::thread::Builder::new()
+            .name("wheel-timer".into())
+            .spawn(move || runtime.block_on(std::future::pending::<()>()))
+            .expect("wheel-timer: cannot spawn the default timer's thread");
+        timer
+    })
+}
+
+/// Sleeps for `duration` on the [default timer](crate#default-timer); see
+/// [`Timer::sleep`].
+///
+/// # Panics
+///
+/// The first call panics if the default timer's thread or runtime cannot be created.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use std::time::Duration;
+///
+/// wheel_timer::sleep(Duration::from_millis(20)).await;
+/// # }
+/// ```
+pub fn sleep(duration: Duration) -> Sleep {
+    default_timer().sleep(duration)
+}
+
+/// Sleeps until `deadline` on the [default timer](crate#default-timer); see
+/// [`Timer::sleep_until`].
+///
+/// # Panics
+///
+/// As [`sleep`].
+pub fn sleep_until(deadline: Instant) -> Sleep {
+    default_timer().sleep_until(deadline)
+}
+
+/// Runs `future` with a deadline `duration` from now on the
+/// [default timer](crate#default-timer); see [`Timeout`].
+///
+/// # Panics
+///
+/// As [`sleep`].
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use std::time::Duration;
+///
+/// let slow = wheel_timer::timeout(Duration::from_millis(20), std::future::pending::<()>());
+/// assert!(slow.await.is_err());
+/// # }
+/// ```
+pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
+    default_timer().timeout(duration, future)
+}
+
+/// Runs `future` with a deadline at `deadline` on the
+/// [default timer](crate#default-timer); see [`Timeout`].
+///
+/// # Panics
+///
+/// As [`sleep`].
+pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
+    default_timer().timeout_at(deadline, future)
+}
+
+/// An [`Interval`] on the [default timer](crate#default-timer); see
+/// [`Timer::interval`].
+///
+/// # Panics
+///
+/// As [`sleep`].
+pub fn interval(period: Duration) -> Interval {
+    default_timer().interval(period)
+}

@@ -1,0 +1,181 @@
+//! [`Timer`]: the cheap, cloneable handle through which everything is registered.
+
+use std::fmt;
+use std::future::IntoFuture;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::driver::{self, Shared};
+use crate::{Builder, Interval, Sleep, Timeout};
+
+/// A hashed-wheel timer, driven by one Tokio task.
+///
+/// Cloning is cheap (one `Arc`); every clone and every future made from it share one
+/// wheel. The driver task ends by itself once every clone and every future is gone.
+///
+/// An explicit `Timer` follows the clock of the runtime it was built on, including
+/// `tokio::time::pause()` and `advance()` in tests, which the
+/// [default timer](crate#default-timer) does not.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use std::time::Duration;
+/// use wheel_timer::Timer;
+///
+/// let timer = Timer::new();
+/// let start = tokio::time::Instant::now();
+/// timer.sleep(Duration::from_millis(100)).await;
+/// let slept = start.elapsed();
+/// assert!(slept >= Duration::from_millis(100) && slept < Duration::from_millis(110));
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Timer {
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// A snapshot of what a [`Timer`] has done, from [`Timer::stats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Timers registered, not yet fired and not cancelled (as [`Timer::pending`]).
+    pub pending: usize,
+    /// How many times the driver task has woken up. With nothing pending it does not
+    /// wake at all; with timers pending, about once per tick that has one due.
+    pub driver_wakeups: u64,
+    /// Timers fired since the timer was built.
+    pub fired: u64,
+}
+
+impl Timer {
+    /// A timer with the default settings (10 ms tick, 1024 slots), its driver spawned
+    /// on the current Tokio runtime.
+    ///
+    /// # Panics
+    ///
+    /// If called outside a Tokio runtime, or on one without its time driver. Use
+    /// [`Timer::builder`] to get an [`Error`](crate::Error) instead.
+    pub fn new() -> Timer {
+        match Builder::default().build() {
+            Ok(timer) => timer,
+            Err(e) => panic!("Timer::new: {e}"),
+        }
+    }
+
+    /// A [`Builder`] to configure the tick, the wheel size, and the runtime.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    pub(crate) fn from_shared(shared: Arc<Shared>) -> Timer {
+        Timer { shared }
+    }
+
+    /// A future that completes `duration` from now, at most one tick late.
+    ///
+    /// Saturates: `Duration::MAX` sleeps about 30 years, without overflow.
+    /// See [`Sleep`] for when it touches the wheel and what dropping it does.
+    #[doc(alias = "delay")]
+    pub fn sleep(&self, duration: Duration) -> Sleep {
+        Sleep::new(
+            self.clone(),
+            driver::deadline_after(Instant::now(), duration),
+        )
+    }
+
+    /// A future that completes at `deadline`, at most one tick late. A deadline in the
+    /// past completes on its first poll, or at the latest on the next tick.
+    pub fn sleep_until(&self, deadline: Instant) -> Sleep {
+        Sleep::new(self.clone(), deadline)
+    }
+
+    /// Runs `future` with a deadline `duration` from now; see [`Timeout`].
+    pub fn timeout<F: IntoFuture>(&self, duration: Duration, future: F) -> Timeout<F::IntoFuture> {
+        Timeout::new(future.into_future(), self.sleep(duration))
+    }
+
+    /// Runs `future` with a deadline at `deadline`; see [`Timeout`].
+    pub fn timeout_at<F: IntoFuture>(
+        &self,
+        deadline: Instant,
+        future: F,
+    ) -> Timeout<F::IntoFuture> {
+        Timeout::new(future.into_future(), self.sleep_until(deadline))
+    }
+
+    /// An [`Interval`] whose first tick completes at once, then every `period`.
+    ///
+    /// A zero `period` is raised to one tick of this timer (tokio panics instead).
+    pub fn interval(&self, period: Duration) -> Interval {
+        self.interval_at(Instant::now(), period)
+    }
+
+    /// An [`Interval`] whose first tick is at `start`, then every `period`.
+    ///
+    /// A zero `period` is raised to one tick of this timer (tokio panics instead).
+    pub fn interval_at(&self, start: Instant, period: Duration) -> Interval {
+        Interval::new(self.sleep_until(start), period)
+    }
+
+    /// How many timers are registered, not yet fired and not cancelled: futures that
+    /// have been polled and are waiting (a future registers on its first poll).
+    ///
+    /// Exact at the moment of the call (it takes the wheel's lock).
+    pub fn pending(&self) -> usize {
+        self.shared.pending()
+    }
+
+    /// The wheel's resolution: how late, at most, a timer fires (plus the runtime's
+    /// scheduling delay).
+    pub fn tick(&self) -> Duration {
+        self.shared.clock.tick()
+    }
+
+    /// Counters of what the timer has done; see [`Stats`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use wheel_timer::Timer;
+    ///
+    /// let timer = Timer::new();
+    /// timer.sleep(Duration::from_secs(10)).await;
+    /// let stats = timer.stats();
+    /// assert_eq!(stats.fired, 1);
+    /// // A lone 10 s sleep wakes the driver a few times, not 1000 (once per tick).
+    /// assert!(stats.driver_wakeups < 10, "{stats:?}");
+    /// # }
+    /// ```
+    pub fn stats(&self) -> Stats {
+        Stats {
+            pending: self.shared.pending(),
+            driver_wakeups: self.shared.wakeups(),
+            fired: self.shared.fired(),
+        }
+    }
+}
+
+impl Default for Timer {
+    /// Same as [`Timer::new`].
+    fn default() -> Self {
+        Timer::new()
+    }
+}
+
+impl fmt::Debug for Timer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timer")
+            .field("tick", &self.tick())
+            .field("wheel_size", &self.shared.wheel_size())
+            .field("pending", &self.pending())
+            .finish()
+    }
+}

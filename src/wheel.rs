@@ -1,0 +1,425 @@
+//! The hashed wheel itself: a pure data structure with no clock, no locks and no async.
+//!
+//! Keeping it pure means a model test can drive it tick by tick against a `BTreeMap`
+//! (see `tests/wheel_model.rs` and the in-file tests), and every question of time,
+//! locking and waking lives in [`driver`](crate::driver) instead.
+//!
+//! # Implementation
+//!
+//! Entries live in one [`slab::Slab`]; each slot of the wheel is the head of an
+//! intrusive doubly linked list threaded through the slab by index (as tokio-util's
+//! `DelayQueue` does), so insert and remove are O(1) and a removed entry's memory is
+//! reused at once. An entry records the *absolute* tick it is due at, and sits in slot
+//! `tick & mask`; a slot therefore holds entries of several revolutions, and a visit
+//! takes out only those whose tick has come (Netty keeps a `remainingRounds` counter
+//! instead; an absolute tick needs no decrementing and cannot be wrong after a missed
+//! revolution).
+//!
+//! A [`Key`] pairs the slab index with a generation stamped on the entry at insert, so
+//! a key kept after its entry fired, or was removed, can never reach the entry that
+//! later reuses the same index.
+//!
+//! A bitmap with one bit per slot says which slots are non-empty, so the driver finds
+//! the next slot worth waking for with a few `trailing_zeros`, and a catch-up after a
+//! late wakeup visits only occupied slots.
+
+use slab::Slab;
+
+/// End of an intrusive list.
+const NIL: u32 = u32::MAX;
+
+/// The largest tick an entry may have. Deadlines beyond it saturate to it, so
+/// `tick + slots` arithmetic can never overflow.
+pub(crate) const MAX_TICK: u64 = u64::MAX >> 2;
+
+/// How many entries the wheel can hold: indices are stored as `u32` to keep entries
+/// small, with [`NIL`] reserved. At ~40 bytes an entry that is 160 GiB, so it is a
+/// limit in name only, but it is checked rather than assumed.
+pub(crate) const MAX_ENTRIES: usize = NIL as usize;
+
+/// Names one entry of the wheel. Stale keys are harmless: see the module docs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    index: u32,
+    generation: u32,
+}
+
+/// Why [`Wheel::insert`] refused an entry; the value comes back with it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum InsertError {
+    /// The tick has already been processed: the entry is due now.
+    Elapsed,
+    /// [`MAX_ENTRIES`] entries are already present.
+    Full,
+}
+
+#[derive(Debug)]
+struct Entry<T> {
+    value: T,
+    /// Absolute tick the entry is due at; the entry sits in slot `tick & mask`.
+    tick: u64,
+    prev: u32,
+    next: u32,
+    generation: u32,
+}
+
+/// A hashed timing wheel of entries of type `T`.
+#[derive(Debug)]
+pub(crate) struct Wheel<T> {
+    entries: Slab<Entry<T>>,
+    /// Head of each slot's list, or `NIL`.
+    heads: Box<[u32]>,
+    /// Bit `s` is set iff `heads[s] != NIL`.
+    occupied: Box<[u64]>,
+    /// `heads.len() - 1`; `heads.len()` is a power of two.
+    mask: u64,
+    /// Every tick `<= elapsed` has been processed: no entry has `tick <= elapsed`.
+    elapsed: u64,
+    /// Stamped on the next inserted entry.
+    generation: u32,
+}
+
+impl<T> Wheel<T> {
+    /// A wheel of `slots` slots (a power of two, at least 1) with tick 0 processed.
+    pub(crate) fn new(slots: usize) -> Self {
+        assert!(slots.is_power_of_two(), "wheel size must be a power of two");
+        Wheel {
+            entries: Slab::new(),
+            heads: vec![NIL; slots].into_boxed_slice(),
+            occupied: vec![0; slots.div_ceil(64)].into_boxed_slice(),
+            mask: slots as u64 - 1,
+            elapsed: 0,
+            generation: 0,
+        }
+    }
+
+    /// The last processed tick.
+    pub(crate) fn elapsed(&self) -> u64 {
+        self.elapsed
+    }
+
+    /// Number of entries present.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Number of slots.
+    pub(crate) fn slots(&self) -> usize {
+        self.heads.len()
+    }
+
+    /// Adds `value`, due at `tick` (saturated to [`MAX_TICK`]).
+    ///
+    /// # Errors
+    ///
+    /// [`InsertError::Elapsed`] if `tick <= self.elapsed()`: the caller fires it itself.
+    /// [`InsertError::Full`] if the wheel holds [`MAX_ENTRIES`] entries.
+    pub(crate) fn insert(&mut self, tick: u64, value: T) -> Result<Key, (T, InsertError)> {
+        if tick <= self.elapsed {
+            return Err((value, InsertError::Elapsed));
+        }
+        if self.entries.len() >= MAX_ENTRIES {
+            return Err((value, InsertError::Full));
+        }
+        let tick = tick.min(MAX_TICK);
+        let generation = self.generation;
+        self.generation = self.generation.wrapping_add(1);
+        let index = self.entries.insert(Entry {
+            value,
+            tick,
+            prev: NIL,
+            next: NIL,
+            generation,
+        }) as u32;
+        self.link(index);
+        Ok(Key { index, generation })
+    }
+
+    /// Removes the entry `key` names and returns its value, or `None` if it is gone
+    /// (fired or removed before).
+    pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
+        self.get(key)?;
+        self.unlink(key.index);
+        Some(self.entries.remove(key.index as usize).value)
+    }
+
+    /// The value of the entry `key` names, if it is still present.
+    pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut T> {
+        self.get(key)?;
+        Some(&mut self.entries[key.index as usize].value)
+    }
+
+    /// Whether `key` names an entry still present.
+    pub(crate) fn contains(&self, key: Key) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Moves the entry `key` names to `tick`, keeping its key and value: the cheap
+    /// way to push back an idle deadline.
+    ///
+    /// # Errors
+    ///
+    /// `Err(None)` if the key is stale; `Err(Some(value))` with the entry removed if
+    /// `tick` has already been processed (the caller fires it).
+    pub(crate) fn reschedule(&mut self, key: Key, tick: u64) -> Result<(), Option<T>> {
+        let current = self.get(key).ok_or(None)?.tick;
+        if tick <= self.elapsed {
+            return Err(self.remove(key));
+        }
+        let tick = tick.min(MAX_TICK);
+        if (current ^ tick) & self.mask == 0 {
+            // Same slot: no relinking needed.
+            self.entries[key.index as usize].tick = tick;
+            return Ok(());
+        }
+        self.unlink(key.index);
+        self.entries[key.index as usize].tick = tick;
+        self.link(key.index);
+        Ok(())
+    }
+
+    /// A lower bound for the tick of the next entry to become due: the first tick after
+    /// `elapsed` whose slot is occupied. `None` iff the wheel is empty.
+    ///
+    /// The slot may hold only entries of later revolutions; the driver then wakes, finds
+    /// nothing due, and asks again: at most one wasted wakeup per revolution.
+    pub(crate) fn next_expiration(&self) -> Option<u64> {
+        if self.entries.is_empty() {
+            return None;
+        }
+        let found = self.next_occupied(self.elapsed + 1, self.slots() as u64);
+        debug_assert!(found.is_some(), "non-empty wheel with no occupied slot");
+        found
+    }
+
+    /// Processes ticks up to and including `to`, handing every entry with
+    /// `tick <= to` to `expire`, and stops early once `limit` entries were handed out
+    /// (after finishing the slot it is in). Returns `true` when `elapsed() == to`.
+    ///
+    /// Each occupied slot in `(elapsed, to]` is visited at most once per call, even when
+    /// `to` is many revolutions ahead, because a visit takes out everything due by `to`.
+    pub(crate) fn advance(&mut self, to: u64, limit: usize, mut expire: impl FnMut(T)) -> bool {
+        let to = to.min(MAX_TICK);
+        if to <= self.elapsed {
+            return true;
+        }
+        // One revolution from `elapsed` reaches every slot; a slot visit takes out all
+        // that is due by `to`, so there is no need to go round again for a late `to`.
+        let end = to.min(self.elapsed + self.slots() as u64);
+        let mut from = self.elapsed + 1;
+        let mut handed = 0;
+        while from <= end {
+            let Some(tick) = self.next_occupied(from, end - from + 1) else {
+                break;
+            };
+            handed += self.expire_slot(tick, to, &mut expire);
+            from = tick + 1;
+            if handed >= limit && tick < end {
+                // Every tick in (elapsed, tick] mapped to a slot visited above.
+                self.elapsed = tick;
+                return false;
+            }
+        }
+        self.elapsed = to;
+        true
+    }
+
+    /// Removes every entry, in no particular order, resetting nothing else.
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
+        self.heads.fill(NIL);
+        self.occupied.fill(0);
+        self.entries.drain().map(|entry| entry.value)
+    }
+
+    /// Takes every entry with `tick <= to` out of the slot `tick` maps to; returns how many.
+    fn expire_slot(&mut self, tick: u64, to: u64, expire: &mut impl FnMut(T)) -> usize {
+        let slot = (tick & self.mask) as usize;
+        let mut index = self.heads[slot];
+        let mut count = 0;
+        while index != NIL {
+            let entry = &self.entries[index as usize];
+            let next = entry.next;
+            if entry.tick <= to {
+                self.unlink(index);
+                expire(self.entries.remove(index as usize).value);
+                count += 1;
+            }
+            index = next;
+        }
+        count
+    }
+
+    fn get(&self, key: Key) -> Option<&Entry<T>> {
+        self.entries
+            .get(key.index as usize)
+            .filter(|entry| entry.generation == key.generation)
+    }
+
+    fn link(&mut self, index: u32) {
+        let slot = (self.entries[index as usize].tick & self.mask) as usize;
+        let head = self.heads[slot];
+        if head != NIL {
+            self.entries[head as usize].prev = index;
+        } else {
+            self.occupied[slot / 64] |= 1 << (slot % 64);
+        }
+        let entry = &mut self.entries[index as usize];
+        entry.prev = NIL;
+        entry.next = head;
+        self.heads[slot] = index;
+    }
+
+    fn unlink(&mut self, index: u32) {
+        let entry = &self.entries[index as usize];
+        let (prev, next) = (entry.prev, entry.next);
+        let slot = (entry.tick & self.mask) as usize;
+        if prev != NIL {
+            self.entries[prev as usize].next = next;
+        } else {
+            debug_assert_eq!(self.heads[slot], index);
+            self.heads[slot] = next;
+            if next == NIL {
+                self.occupied[slot / 64] &= !(1 << (slot % 64));
+            }
+        }
+        if next != NIL {
+            self.entries[next as usize].prev = prev;
+        }
+    }
+
+    /// The first tick in `[from, from + window)` whose slot is occupied.
+    /// `window` is at most the number of slots.
+    fn next_occupied(&self, from: u64, window: u64) -> Option<u64> {
+        debug_assert!(window <= self.slots() as u64);
+        let slots = self.slots() as u64;
+        let start = from & self.mask;
+        // Scan the bitmap from `start` to the end, then wrap around to `start`.
+        let mut scanned = 0;
+        let mut slot = start;
+        while scanned < window {
+            let word = self.occupied[(slot / 64) as usize] >> (slot % 64);
+            if word != 0 {
+                let offset = u64::from(word.trailing_zeros());
+                let distance = scanned + offset;
+                return (distance < window).then_some(from + distance);
+            }
+            // Skip to the next word boundary (or the wheel's end).
+            let step = (64 - slot % 64).min(slots - slot);
+            scanned += step;
+            slot = (slot + step) & self.mask;
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(wheel: &mut Wheel<u32>, to: u64) -> Vec<u32> {
+        let mut out = Vec::new();
+        assert!(wheel.advance(to, usize::MAX, |v| out.push(v)));
+        out.sort_unstable();
+        out
+    }
+
+    #[test]
+    fn fires_at_its_tick_not_before() {
+        let mut wheel = Wheel::new(8);
+        wheel.insert(3, 30).unwrap();
+        assert_eq!(collect(&mut wheel, 2), Vec::<u32>::new());
+        assert_eq!(collect(&mut wheel, 3), vec![30]);
+        assert_eq!(wheel.len(), 0);
+    }
+
+    #[test]
+    fn later_revolutions_wait_in_their_slot() {
+        let mut wheel = Wheel::new(4);
+        wheel.insert(2, 2).unwrap();
+        wheel.insert(6, 6).unwrap();
+        wheel.insert(10, 10).unwrap();
+        assert_eq!(wheel.next_expiration(), Some(2));
+        assert_eq!(collect(&mut wheel, 2), vec![2]);
+        assert_eq!(wheel.next_expiration(), Some(6));
+        assert_eq!(collect(&mut wheel, 9), vec![6]);
+        assert_eq!(collect(&mut wheel, 10), vec![10]);
+        assert_eq!(wheel.next_expiration(), None);
+    }
+
+    #[test]
+    fn catch_up_over_many_revolutions_visits_each_slot_once() {
+        let mut wheel = Wheel::new(4);
+        for tick in 1..=40 {
+            wheel.insert(tick, tick as u32).unwrap();
+        }
+        assert_eq!(collect(&mut wheel, 37), (1..=37).collect::<Vec<_>>());
+        assert_eq!(wheel.elapsed(), 37);
+        assert_eq!(collect(&mut wheel, 100), vec![38, 39, 40]);
+    }
+
+    #[test]
+    fn elapsed_ticks_are_refused() {
+        let mut wheel = Wheel::new(4);
+        collect(&mut wheel, 5);
+        assert_eq!(wheel.insert(5, 1), Err((1, InsertError::Elapsed)));
+        assert!(wheel.insert(6, 1).is_ok());
+    }
+
+    #[test]
+    fn stale_keys_touch_nothing() {
+        let mut wheel = Wheel::new(4);
+        let a = wheel.insert(1, 1).unwrap();
+        assert_eq!(wheel.remove(a), Some(1));
+        let b = wheel.insert(1, 2).unwrap();
+        assert_eq!(a.index, b.index, "slab reuses the index");
+        assert_eq!(wheel.remove(a), None);
+        assert_eq!(wheel.get_mut(a), None);
+        assert_eq!(wheel.reschedule(a, 3), Err(None));
+        assert_eq!(wheel.remove(b), Some(2));
+    }
+
+    #[test]
+    fn reschedule_moves_between_slots_and_fires_elapsed() {
+        let mut wheel = Wheel::new(4);
+        let a = wheel.insert(1, 1).unwrap();
+        wheel.reschedule(a, 3).unwrap();
+        assert_eq!(collect(&mut wheel, 2), Vec::<u32>::new());
+        wheel.reschedule(a, 7).unwrap(); // same slot, later revolution
+        assert_eq!(collect(&mut wheel, 3), Vec::<u32>::new());
+        assert_eq!(wheel.reschedule(a, 3), Err(Some(1)));
+        assert_eq!(wheel.len(), 0);
+    }
+
+    #[test]
+    fn limit_stops_between_slots_and_resumes() {
+        let mut wheel = Wheel::new(8);
+        for tick in 1..=6 {
+            wheel.insert(tick, tick as u32).unwrap();
+        }
+        let mut out = Vec::new();
+        assert!(!wheel.advance(6, 2, |v| out.push(v)));
+        assert_eq!(out, vec![1, 2]);
+        assert!(wheel.advance(6, usize::MAX, |v| out.push(v)));
+        assert_eq!(out, vec![1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn huge_ticks_saturate() {
+        let mut wheel = Wheel::new(1024);
+        wheel.insert(u64::MAX, 1).unwrap();
+        assert!(wheel.next_expiration().is_some());
+        assert_eq!(collect(&mut wheel, MAX_TICK - 1), Vec::<u32>::new());
+        assert_eq!(collect(&mut wheel, u64::MAX), vec![1]);
+    }
+
+    #[test]
+    fn next_occupied_wraps_and_respects_window() {
+        let mut wheel = Wheel::new(128);
+        wheel.insert(70, 0).unwrap();
+        collect(&mut wheel, 100);
+        wheel.insert(130, 1).unwrap(); // slot 2
+        assert_eq!(wheel.next_expiration(), Some(130));
+        assert_eq!(wheel.next_occupied(101, 29), None);
+        assert_eq!(wheel.next_occupied(101, 30), Some(130));
+    }
+}
