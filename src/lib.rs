@@ -90,6 +90,8 @@ mod sleep;
 mod timeout;
 mod timer;
 mod wheel;
+#[cfg(test)]
+mod wheel_model;
 
 use std::future::IntoFuture;
 use std::sync::OnceLock;

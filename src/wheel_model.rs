@@ -1,0 +1,1 @@
+//! Model test of the wheel (filled in by the tests work).
