@@ -1,5 +1,8 @@
-//! [`Builder`]: every setting a [`Timer`] has, checked once at [`Builder::build`].
+//! [`Builder`] and [`Executor`]: every setting a [`Timer`] has, checked once at
+//! [`Builder::build`].
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::driver;
@@ -14,6 +17,8 @@ const MAX_WHEEL_SIZE: usize = 1 << 20;
 /// |---|---|---|
 /// | [`tick`](Builder::tick) | 10 ms | > 0 and < 584 years |
 /// | [`wheel_size`](Builder::wheel_size) | 1024 slots | 1 ..= 2^20, rounded up to a power of two |
+/// | [`max_pending`](Builder::max_pending) | unbounded | any; 0 refuses every callback |
+/// | [`executor`](Builder::executor) | [`Executor::Inline`] | see [`Executor`] |
 ///
 /// # Examples
 ///
@@ -36,6 +41,8 @@ const MAX_WHEEL_SIZE: usize = 1 << 20;
 pub struct Builder {
     tick: Duration,
     wheel_size: usize,
+    max_pending: usize,
+    executor: Executor,
 }
 
 impl Default for Builder {
@@ -43,8 +50,83 @@ impl Default for Builder {
         Builder {
             tick: Duration::from_millis(10),
             wheel_size: 1024,
+            max_pending: usize::MAX,
+            executor: Executor::Inline,
         }
     }
+}
+
+/// Where expired callbacks of [`Timer::schedule`] run.
+///
+/// Whatever the executor, a panicking callback is caught: the timer goes on, later
+/// callbacks still run, and the panic is counted in
+/// [`Stats::callback_panics`](crate::Stats::callback_panics) (the process's panic hook
+/// has already reported it, on stderr by default).
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), wheel_timer::Error> {
+/// use std::sync::Arc;
+/// use wheel_timer::{Executor, Timer};
+///
+/// // Run callbacks on a pool of our own (here simply a new thread each).
+/// let custom = Executor::Custom(Arc::new(|job: Box<dyn FnOnce() + Send>| {
+///     std::thread::spawn(job);
+/// }));
+/// let timer = Timer::builder().executor(custom).build()?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub enum Executor {
+    /// On the tick task itself, one after another: the cheapest, for callbacks that
+    /// only flip a flag, send on a channel or spawn a task.
+    ///
+    /// A slow callback delays every timer behind it, as in Netty
+    /// ([netty#11724](https://github.com/netty/netty/issues/11724)); use
+    /// [`Spawn`](Executor::Spawn) or [`Blocking`](Executor::Blocking) for anything
+    /// that may take time.
+    #[default]
+    Inline,
+    /// Each expired callback becomes a Tokio task on the driver's runtime.
+    Spawn,
+    /// Each expired callback runs via `spawn_blocking` on the driver's runtime, for
+    /// callbacks that block.
+    Blocking,
+    /// Each expired callback is handed to this function, which must run it (now or
+    /// later, on any thread).
+    ///
+    /// Nothing is lost silently: if the function panics, or drops the job without
+    /// running it, the job notices (it is dropped unrun) and runs on the tick task
+    /// instead, as with [`Inline`](Executor::Inline), and is counted in
+    /// [`Stats::executor_rejections`](crate::Stats::executor_rejections). If the timer
+    /// is gone by then, it runs where it was dropped.
+    // Spelled out rather than aliased: this exact type is the documented contract.
+    #[allow(clippy::type_complexity)]
+    Custom(Arc<dyn Fn(Box<dyn FnOnce() + Send>) + Send + Sync>),
+}
+
+impl fmt::Debug for Executor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Executor::Inline => "Inline",
+            Executor::Spawn => "Spawn",
+            Executor::Blocking => "Blocking",
+            Executor::Custom(_) => "Custom(..)",
+        })
+    }
+}
+
+/// Validated settings, handed to the driver.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) tick: Duration,
+    pub(crate) wheel_size: usize,
+    pub(crate) max_pending: usize,
+    pub(crate) executor: Executor,
 }
 
 impl Builder {
@@ -77,6 +159,25 @@ impl Builder {
         self
     }
 
+    /// The most callbacks ([`Timer::schedule`]) that may be pending at once; past it,
+    /// `schedule` returns [`Error::AtCapacity`]. A cancel or an expiry frees room at
+    /// once. Default: unbounded.
+    ///
+    /// Futures ([`Sleep`](crate::Sleep), [`Timeout`](crate::Timeout),
+    /// [`Interval`](crate::Interval)) are not counted and never refused: each is owned
+    /// by the task awaiting it, which bounds them already, and a future has no way to
+    /// report an error except firing early, which this crate never does.
+    pub fn max_pending(mut self, max: usize) -> Self {
+        self.max_pending = max;
+        self
+    }
+
+    /// Where expired callbacks run; default [`Executor::Inline`]. See [`Executor`].
+    pub fn executor(mut self, executor: Executor) -> Self {
+        self.executor = executor;
+        self
+    }
+
     /// Checks the settings and spawns the driver on the current Tokio runtime.
     ///
     /// The runtime must have its time driver enabled (`enable_time()` or
@@ -106,12 +207,12 @@ impl Builder {
     /// [`Error::InvalidConfig`] if a setting is out of range or `runtime` has no time
     /// driver.
     pub fn build_on(self, runtime: &tokio::runtime::Handle) -> Result<Timer, Error> {
-        let (tick, wheel_size) = self.validate()?;
-        let shared = driver::start(tick, wheel_size, runtime)?;
+        let config = self.validate()?;
+        let shared = driver::start(config, runtime)?;
         Ok(Timer::from_shared(shared))
     }
 
-    fn validate(&self) -> Result<(Duration, usize), Error> {
+    fn validate(self) -> Result<Config, Error> {
         if self.tick.is_zero() {
             return Err(Error::InvalidConfig(
                 "tick must be greater than zero (the default is 10 ms)".into(),
@@ -129,7 +230,12 @@ impl Builder {
                 self.wheel_size
             )));
         }
-        Ok((self.tick, self.wheel_size.next_power_of_two()))
+        Ok(Config {
+            tick: self.tick,
+            wheel_size: self.wheel_size.next_power_of_two(),
+            max_pending: self.max_pending,
+            executor: self.executor,
+        })
     }
 }
 
@@ -141,10 +247,17 @@ mod tests {
     fn validation() {
         let ok = |b: Builder| b.validate().unwrap();
         let err = |b: Builder| b.validate().unwrap_err();
-        assert_eq!(ok(Builder::default()), (Duration::from_millis(10), 1024));
-        assert_eq!(ok(Builder::default().wheel_size(1000)).1, 1024);
-        assert_eq!(ok(Builder::default().wheel_size(1)).1, 1);
-        assert_eq!(ok(Builder::default().wheel_size(1 << 20)).1, 1 << 20);
+        let default = ok(Builder::default());
+        assert_eq!(
+            (default.tick, default.wheel_size),
+            (Duration::from_millis(10), 1024)
+        );
+        assert_eq!(ok(Builder::default().wheel_size(1000)).wheel_size, 1024);
+        assert_eq!(ok(Builder::default().wheel_size(1)).wheel_size, 1);
+        assert_eq!(
+            ok(Builder::default().wheel_size(1 << 20)).wheel_size,
+            1 << 20
+        );
         assert!(matches!(
             err(Builder::default().wheel_size(0)),
             Error::InvalidConfig(_)

@@ -30,18 +30,22 @@
 //! `Timer` clone and the last future holding one are dropped, `Shared` drops,
 //! notifies the driver, and the driver ends.
 
+use std::fmt;
 use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
-use crate::wheel::{InsertError, Key, Wheel, MAX_TICK};
-use crate::Error;
+use crate::builder::Config;
+use crate::scheduled::{mark_cancelled, mark_expired, mark_unfired, run_caught, Job, TaskRef};
+use crate::wheel::{InsertError, Key, Wheel, MAX_ENTRIES, MAX_TICK};
+use crate::{Error, Executor, Stats, Unfired};
 
 /// How many timers one turn of the driver expires before it releases the lock, wakes
 /// them and yields to the runtime (style rule 6: bound every drain loop).
@@ -104,16 +108,29 @@ pub(crate) fn deadline_after(from: Instant, d: Duration) -> Instant {
 }
 
 /// What a wheel entry does when it fires.
-#[derive(Debug)]
 pub(crate) enum Payload {
     /// A future's task to wake.
     Wake(Waker),
+    /// A callback to hand to the executor.
+    Callback(TaskRef),
+}
+
+impl fmt::Debug for Payload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Payload::Wake(waker) => f.debug_tuple("Wake").field(waker).finish(),
+            Payload::Callback(_) => f.write_str("Callback"),
+        }
+    }
 }
 
 /// The lock-protected part of [`Shared`].
-#[derive(Debug)]
 struct State {
     wheel: Wheel<Payload>,
+    /// How many entries of `wheel` are callbacks (the count `max_pending` bounds).
+    callbacks: usize,
+    /// Expired callbacks a custom executor dropped unrun; the driver runs them inline.
+    rejected: Vec<TaskRef>,
     /// The tick the driver will next process unprompted: `u64::MAX` when it waits for
     /// a registration, `0` while it is busy (so nobody notifies it). A registration due
     /// before it must notify the driver.
@@ -121,6 +138,24 @@ struct State {
     /// Set by shutdown or when the driver's runtime drops it; from then on nothing
     /// registers and every future completes at once.
     shutdown: bool,
+    /// The timer itself, held while a detached callback may be pending: such a
+    /// callback has no handle to keep the timer alive, yet must run. Released (outside
+    /// the lock) when no callback is pending.
+    keep_alive: Option<Arc<Shared>>,
+}
+
+impl State {
+    /// Counts a callback out of the wheel; returns the keep-alive to drop (after the
+    /// lock is released) if it was the last.
+    #[must_use]
+    fn callback_gone(&mut self) -> Option<Arc<Shared>> {
+        self.callbacks -= 1;
+        if self.callbacks == 0 {
+            self.keep_alive.take()
+        } else {
+            None
+        }
+    }
 }
 
 /// Statistics the driver keeps, for tests and benchmarks.
@@ -128,19 +163,34 @@ struct State {
 struct Counters {
     wakeups: AtomicU64,
     fired: AtomicU64,
+    panics: AtomicU64,
+    rejections: AtomicU64,
 }
 
 /// What every handle of one timer shares: the wheel under its lock, the clock, and
 /// the way to wake the driver.
-#[derive(Debug)]
 pub(crate) struct Shared {
     state: Mutex<State>,
     /// `wheel.elapsed()`, mirrored after every change under the lock, so a future can
     /// learn it has fired without taking the lock; `u64::MAX` once shut down.
     elapsed: AtomicU64,
     pub(crate) clock: Clock,
+    max_pending: usize,
+    executor: Executor,
+    runtime: tokio::runtime::Handle,
     notify: Arc<Notify>,
+    /// Becomes `true` when the driver task has ended (or was dropped).
+    stopped: watch::Sender<bool>,
     counters: Counters,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("clock", &self.clock)
+            .field("executor", &self.executor)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Outcome of a registration attempt.
@@ -171,16 +221,38 @@ impl Shared {
         }
         match state.wheel.insert(tick, Payload::Wake(waker.clone())) {
             Ok(key) => {
-                let notify = self.note_earlier(&mut state, tick);
-                drop(state);
-                if notify {
-                    self.notify.notify_one();
-                }
+                self.notify_if_earlier(state, tick);
                 Registered::Pending(key)
             }
             // Entries are ~40 bytes and the wheel holds 2^32 - 1 of them; a futures
             // registration that would overflow it completes instead of panicking.
             Err((_, InsertError::Elapsed | InsertError::Full)) => Registered::Due,
+        }
+    }
+
+    /// Registers a callback due at `deadline`.
+    pub(crate) fn schedule(&self, task: TaskRef) -> Result<Key, Error> {
+        // Due already: run on the next tick rather than on the caller's stack.
+        let tick = self.clock.tick_at(task.deadline());
+        let mut state = self.lock();
+        if state.shutdown {
+            return Err(Error::Shutdown);
+        }
+        if state.callbacks >= self.max_pending {
+            return Err(Error::AtCapacity {
+                max: self.max_pending,
+            });
+        }
+        let tick = tick.max(state.wheel.elapsed() + 1);
+        match state.wheel.insert(tick, Payload::Callback(task)) {
+            Ok(key) => {
+                state.callbacks += 1;
+                self.notify_if_earlier(state, tick);
+                Ok(key)
+            }
+            Err(_) => Err(Error::AtCapacity {
+                max: MAX_ENTRIES.min(self.max_pending),
+            }),
         }
     }
 
@@ -197,15 +269,43 @@ impl Shared {
                 }
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 
-    /// Removes `key` if it is still pending. Returns whether it was.
-    pub(crate) fn cancel(&self, key: Key) -> bool {
+    /// Removes a future's entry if it is still pending.
+    pub(crate) fn cancel(&self, key: Key) {
         let removed = self.lock().wheel.remove(key);
         // Dropped here, after the lock: dropping a waker can run arbitrary code.
-        removed.is_some()
+        drop(removed);
+    }
+
+    /// Removes a callback if it is still pending. Returns whether it was: exactly one of
+    /// this returning `true` and the driver taking the callback out can happen, as
+    /// both take it out of the wheel under the lock.
+    pub(crate) fn cancel_callback(&self, key: Key) -> bool {
+        let mut state = self.lock();
+        let Some(payload) = state.wheel.remove(key) else {
+            return false;
+        };
+        let mut release = None;
+        if let Payload::Callback(task) = &payload {
+            mark_cancelled(task);
+            release = state.callback_gone();
+        }
+        drop(state);
+        // The closure is dropped here, after the lock: its captures may do anything.
+        drop((payload, release));
+        true
+    }
+
+    /// A callback's handle was detached: keep the timer alive until no callback is
+    /// pending, since that one has nothing else keeping it.
+    pub(crate) fn detach(self: &Arc<Self>) {
+        let mut state = self.lock();
+        if state.callbacks > 0 && state.keep_alive.is_none() {
+            state.keep_alive = Some(self.clone());
+        }
     }
 
     /// Whether `key` is still in the wheel.
@@ -219,11 +319,7 @@ impl Shared {
         let mut state = self.lock();
         match state.wheel.reschedule(key, tick) {
             Ok(()) => {
-                let notify = self.note_earlier(&mut state, tick);
-                drop(state);
-                if notify {
-                    self.notify.notify_one();
-                }
+                self.notify_if_earlier(state, tick);
                 true
             }
             Err(fired) => {
@@ -245,50 +341,136 @@ impl Shared {
         self.lock().wheel.slots()
     }
 
-    pub(crate) fn wakeups(&self) -> u64 {
-        self.counters.wakeups.load(Ordering::Relaxed)
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.lock().shutdown
     }
 
-    pub(crate) fn fired(&self) -> u64 {
-        self.counters.fired.load(Ordering::Relaxed)
-    }
-
-    /// Records that something is due at `tick`; returns whether the driver must be
-    /// notified because it is parked until later.
-    fn note_earlier(&self, state: &mut State, tick: u64) -> bool {
-        if tick < state.parked_until {
-            state.parked_until = tick;
-            true
-        } else {
-            false
+    pub(crate) fn stats(&self) -> Stats {
+        Stats {
+            pending: self.pending(),
+            driver_wakeups: self.counters.wakeups.load(Ordering::Relaxed),
+            fired: self.counters.fired.load(Ordering::Relaxed),
+            callback_panics: self.counters.panics.load(Ordering::Relaxed),
+            executor_rejections: self.counters.rejections.load(Ordering::Relaxed),
         }
     }
 
-    /// Stops the timer: nothing registers any more, and every pending future wakes
-    /// and completes. Idempotent.
-    pub(crate) fn close(&self) {
+    pub(crate) fn count_panic(&self) {
+        self.counters.panics.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Takes back an expired callback that its executor dropped without running it; the
+    /// driver runs it inline on its next turn (or here, if the timer is shut down).
+    pub(crate) fn reject(&self, task: TaskRef) {
+        self.counters.rejections.fetch_add(1, Ordering::Relaxed);
         let mut state = self.lock();
-        state.shutdown = true;
-        let wakers: Vec<Payload> = state.wheel.drain().collect();
-        self.elapsed.store(u64::MAX, Ordering::Release);
+        if state.shutdown {
+            drop(state);
+            if !run_caught(&task) {
+                self.count_panic();
+            }
+            return;
+        }
+        state.rejected.push(task);
+        state.parked_until = 0;
         drop(state);
         self.notify.notify_one();
-        for Payload::Wake(waker) in wakers {
+    }
+
+    /// Records that something is due at `tick` and releases the lock; notifies the
+    /// driver if it is parked until later.
+    fn notify_if_earlier(&self, mut state: MutexGuard<'_, State>, tick: u64) {
+        if tick < state.parked_until {
+            state.parked_until = tick;
+            drop(state);
+            self.notify.notify_one();
+        }
+    }
+
+    /// Stops the timer: nothing registers any more, every pending future wakes and
+    /// completes, and the callbacks that never ran are returned. Idempotent.
+    pub(crate) fn shutdown(&self) -> Vec<Unfired> {
+        let mut state = self.lock();
+        state.shutdown = true;
+        state.callbacks = 0;
+        let release = state.keep_alive.take();
+        let drained: Vec<Payload> = state.wheel.drain().collect();
+        let rejected = std::mem::take(&mut state.rejected);
+        self.elapsed.store(u64::MAX, Ordering::Release);
+        drop(state);
+        drop(release);
+        self.notify.notify_one();
+        let mut unfired = Vec::new();
+        for payload in drained {
+            match payload {
+                Payload::Wake(waker) => waker.wake(),
+                Payload::Callback(task) => {
+                    mark_unfired(&task);
+                    unfired.push(Unfired::new(task));
+                }
+            }
+        }
+        // Expired, handed back by their executor, not yet run: they never ran either.
+        unfired.extend(rejected.into_iter().map(Unfired::new));
+        unfired
+    }
+
+    /// The driver's runtime dropped it: complete every future (nothing would ever wake
+    /// them), refuse new callbacks, and keep pending ones for `shutdown` to return.
+    fn driver_lost(&self) {
+        let mut state = self.lock();
+        state.shutdown = true;
+        let mut wakers = Vec::new();
+        let mut keep = Vec::new();
+        for payload in state.wheel.drain() {
+            match payload {
+                Payload::Wake(waker) => wakers.push(waker),
+                callback => keep.push(callback),
+            }
+        }
+        // Re-insert the callbacks so shutdown() can still return them.
+        for payload in keep {
+            let _ = state.wheel.insert(MAX_TICK, payload);
+        }
+        self.elapsed.store(u64::MAX, Ordering::Release);
+        drop(state);
+        for waker in wakers {
             waker.wake();
         }
     }
 
+    /// Waits until the driver task has ended.
+    pub(crate) async fn stopped(&self) {
+        let mut stopped = self.stopped.subscribe();
+        // An error means the sender is gone, i.e. so is the driver.
+        let _ = stopped.wait_for(|stopped| *stopped).await;
+    }
+
     /// One turn of the driver: processes every tick the clock has passed (at most
-    /// [`BATCH`] expirations), then wakes what fired outside the lock.
-    fn turn(&self, expired: &mut Vec<Payload>) -> Turn {
+    /// [`BATCH`] expirations), then, outside the lock, wakes the futures and dispatches
+    /// the callbacks that fired.
+    fn turn(self: &Arc<Self>, expired: &mut Vec<Payload>) -> Turn {
         let now = self.clock.tick_now(Instant::now());
-        let mut state = self.lock();
+        let mut guard = self.lock();
+        let state = &mut *guard;
         if state.shutdown {
             return Turn::Exit;
         }
-        let done = state
-            .wheel
-            .advance(now, BATCH, |payload| expired.push(payload));
+        let mut fired_callbacks = 0;
+        let done = state.wheel.advance(now, BATCH, |payload| {
+            if let Payload::Callback(task) = &payload {
+                mark_expired(task);
+                fired_callbacks += 1;
+            }
+            expired.push(payload);
+        });
+        // The caller holds an `Arc` too, so this cannot be the last reference.
+        let mut release = None;
+        if fired_callbacks > 0 {
+            state.callbacks -= fired_callbacks - 1;
+            release = state.callback_gone();
+        }
+        let rejected = std::mem::take(&mut state.rejected);
         self.elapsed.store(state.wheel.elapsed(), Ordering::Release);
         let turn = if done {
             let next = state.wheel.next_expiration();
@@ -298,16 +480,56 @@ impl Shared {
             state.parked_until = 0;
             Turn::Again
         };
-        drop(state);
+        drop(guard);
+        drop(release);
         self.counters
             .fired
             .fetch_add(expired.len() as u64, Ordering::Relaxed);
         for payload in expired.drain(..) {
             match payload {
                 Payload::Wake(waker) => waker.wake(),
+                Payload::Callback(task) => self.dispatch(task),
             }
         }
+        for task in rejected {
+            self.run_inline(&task);
+        }
         turn
+    }
+
+    /// Hands an expired callback to the configured executor.
+    fn dispatch(self: &Arc<Self>, task: TaskRef) {
+        match &self.executor {
+            Executor::Inline => self.run_inline(&task),
+            Executor::Spawn => {
+                let job = Job::new(task, self);
+                drop(self.runtime.spawn(async move {
+                    // Spawned from the driver's worker, this task lands in that worker's
+                    // LIFO slot, which wakes no idle worker; if the callback then blocks,
+                    // nobody drives tokio's timer and every timer stalls behind it.
+                    // Yielding once moves it to the stealable run queue and wakes an
+                    // idle worker first.
+                    tokio::task::yield_now().await;
+                    job.run()
+                }));
+            }
+            Executor::Blocking => {
+                let job = Job::new(task, self);
+                drop(self.runtime.spawn_blocking(move || job.run()));
+            }
+            Executor::Custom(execute) => {
+                let job = Job::new(task, self);
+                // A panicking executor drops the job while unwinding; the job then comes
+                // back through `reject`.
+                let _ = catch_unwind(AssertUnwindSafe(|| execute(Box::new(move || job.run()))));
+            }
+        }
+    }
+
+    fn run_inline(&self, task: &TaskRef) {
+        if !run_caught(task) {
+            self.count_panic();
+        }
     }
 }
 
@@ -315,6 +537,16 @@ impl Drop for Shared {
     fn drop(&mut self) {
         // The last handle is gone: let the driver see that and end.
         self.notify.notify_one();
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if state.callbacks > 0 {
+            // Only reachable when the driver's runtime shut down first and nobody called
+            // shutdown() to collect them; say so rather than lose them silently.
+            eprintln!(
+                "wheel-timer: dropping {} pending callbacks: the timer's runtime shut down \
+                 and no handle was left to call Timer::shutdown()",
+                state.callbacks
+            );
+        }
     }
 }
 
@@ -329,15 +561,15 @@ enum Turn {
 
 /// Creates the shared state and spawns its driver on `runtime`.
 pub(crate) fn start(
-    tick: Duration,
-    wheel_size: usize,
+    config: Config,
     runtime: &tokio::runtime::Handle,
 ) -> Result<Arc<Shared>, Error> {
+    let tick = config.tick;
     let interval = {
         let _enter = runtime.enter();
         // tokio panics when the runtime was built without its time driver; turn that
         // into an error here rather than a panic in the tick task later.
-        std::panic::catch_unwind(|| {
+        catch_unwind(|| {
             let mut interval = tokio::time::interval(tick);
             interval.set_missed_tick_behavior(MissedTickBehavior::Skip);
             interval
@@ -352,21 +584,29 @@ pub(crate) fn start(
     let notify = Arc::new(Notify::new());
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
-            wheel: Wheel::new(wheel_size),
+            wheel: Wheel::new(config.wheel_size),
+            callbacks: 0,
+            rejected: Vec::new(),
             parked_until: u64::MAX,
             shutdown: false,
+            keep_alive: None,
         }),
         elapsed: AtomicU64::new(0),
         clock: Clock::new(Instant::now(), tick),
+        max_pending: config.max_pending,
+        executor: config.executor,
+        runtime: runtime.clone(),
         notify: notify.clone(),
+        stopped: watch::Sender::new(false),
         counters: Counters::default(),
     });
     runtime.spawn(run(Arc::downgrade(&shared), notify, interval));
     Ok(shared)
 }
 
-/// Completes every pending future if the driver task is dropped before it ends by
-/// itself (its runtime shut down), so that no task elsewhere waits forever.
+/// Marks the driver stopped when its task ends, and completes every pending future if
+/// the task is dropped before it ends by itself (its runtime shut down), so that no
+/// task elsewhere waits forever.
 struct DriverGuard {
     shared: Weak<Shared>,
 }
@@ -374,7 +614,10 @@ struct DriverGuard {
 impl Drop for DriverGuard {
     fn drop(&mut self) {
         if let Some(shared) = self.shared.upgrade() {
-            shared.close();
+            if !shared.is_shutdown() {
+                shared.driver_lost();
+            }
+            shared.stopped.send_replace(true);
         }
     }
 }
@@ -389,26 +632,28 @@ async fn run(weak: Weak<Shared>, notify: Arc<Notify>, mut interval: Interval) {
     // tick (or earlier, if we ran late), and needs no reset to get there.
     let mut in_step = false;
     loop {
-        let (clock, turn) = {
-            let Some(shared) = weak.upgrade() else { return };
-            shared.counters.wakeups.fetch_add(1, Ordering::Relaxed);
-            (shared.clock, shared.turn(&mut expired))
-        };
-        let next = match turn {
+        let Some(shared) = weak.upgrade() else { return };
+        shared.counters.wakeups.fetch_add(1, Ordering::Relaxed);
+        let clock = shared.clock;
+        let (now, next) = match shared.turn(&mut expired) {
             Turn::Exit => return,
             Turn::Again => {
+                drop(shared);
                 tokio::task::yield_now().await;
                 continue;
             }
-            Turn::Park { now, next } => next.map(|next| (now, next)),
+            Turn::Park { now, next } => (now, next),
         };
+        // Hold only the `Weak` while waiting, so that dropping the last handle ends
+        // the driver (detached callbacks hold the timer through `State::keep_alive`).
+        drop(shared);
         let notified = pin!(notify.notified());
         match next {
             None => {
                 notified.await;
                 in_step = false;
             }
-            Some((now, next)) => {
+            Some(next) => {
                 if !(in_step && next == now + 1) {
                     interval.reset_at(clock.instant_of(next));
                 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::driver::{self, Shared};
-use crate::{Builder, Interval, Sleep, Timeout};
+use crate::scheduled::{self, Scheduled};
+use crate::{Builder, Error, Interval, Sleep, Timeout, Unfired};
 
 /// A hashed-wheel timer, driven by one Tokio task.
 ///
@@ -48,12 +49,19 @@ pub struct Stats {
     /// How many times the driver task has woken up. With nothing pending it does not
     /// wake at all; with timers pending, about once per tick that has one due.
     pub driver_wakeups: u64,
-    /// Timers fired since the timer was built.
+    /// Timers (futures and callbacks) fired since the timer was built.
     pub fired: u64,
+    /// Callbacks that panicked; each was caught and the timer went on.
+    pub callback_panics: u64,
+    /// Expired callbacks an [`Executor::Custom`](crate::Executor::Custom) (or a
+    /// runtime shutting down under `Spawn`/`Blocking`) dropped without running; each
+    /// ran on the tick task instead.
+    pub executor_rejections: u64,
 }
 
 impl Timer {
-    /// A timer with the default settings (10 ms tick, 1024 slots), its driver spawned
+    /// A timer with the default settings (10 ms tick, 1024 slots, callbacks run
+    /// [inline](crate::Executor::Inline), no cap on pending callbacks), its driver spawned
     /// on the current Tokio runtime.
     ///
     /// # Panics
@@ -155,11 +163,96 @@ impl Timer {
     /// # }
     /// ```
     pub fn stats(&self) -> Stats {
-        Stats {
-            pending: self.shared.pending(),
-            driver_wakeups: self.shared.wakeups(),
-            fired: self.shared.fired(),
-        }
+        self.shared.stats()
+    }
+
+    /// Runs `f` once, `delay` from now (at most one tick late), on the timer's
+    /// [`Executor`](crate::Executor).
+    ///
+    /// The returned [`Scheduled`] cancels the callback when dropped; call
+    /// [`Scheduled::detach`] to let it run regardless. A callback may itself schedule
+    /// (through a `Timer` clone) and cancel other callbacks, on any executor.
+    ///
+    /// A zero or past delay runs it on the next tick, never on the caller's stack.
+    /// Saturates like [`Timer::sleep`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AtCapacity`] if [`Builder::max_pending`] callbacks are pending;
+    /// [`Error::Shutdown`] after [`Timer::shutdown`], or once the driver's runtime
+    /// has shut down.
+    ///
+    /// # Examples
+    ///
+    /// A heartbeat that re-arms itself, Dubbo-style:
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), wheel_timer::Error> {
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use wheel_timer::Timer;
+    ///
+    /// fn beat(timer: Timer, count: Arc<AtomicUsize>) {
+    ///     if count.fetch_add(1, Ordering::SeqCst) < 4 {
+    ///         let next = timer.clone();
+    ///         if let Ok(handle) = timer.schedule(Duration::from_secs(1), move || beat(next, count)) {
+    ///             handle.detach();
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// let timer = Timer::new();
+    /// let count = Arc::new(AtomicUsize::new(0));
+    /// beat(timer.clone(), count.clone());
+    /// tokio::time::sleep(Duration::from_secs(10)).await;
+    /// assert_eq!(count.load(Ordering::SeqCst), 5);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn schedule<F>(&self, delay: Duration, f: F) -> Result<Scheduled, Error>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.schedule_at(driver::deadline_after(Instant::now(), delay), f)
+    }
+
+    /// Runs `f` once at `deadline` (at most one tick late); see [`Timer::schedule`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Timer::schedule`].
+    pub fn schedule_at<F>(&self, deadline: Instant, f: F) -> Result<Scheduled, Error>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let task = scheduled::task(deadline, f);
+        let key = self.shared.schedule(task.clone())?;
+        Ok(Scheduled::new(self.clone(), key, task))
+    }
+
+    /// Stops the timer and returns every callback that never ran.
+    ///
+    /// Once it returns, the driver task has ended; every pending [`Sleep`] has
+    /// completed (early) and every pending [`Timeout`] as `Err(Elapsed)`, so no task
+    /// waits forever; futures polled later complete at once, and later
+    /// [`schedule`](Timer::schedule) calls return [`Error::Shutdown`]. [`pending`] is 0.
+    /// Callbacks already handed to an executor are not waited for. Calling it again
+    /// returns an empty `Vec`.
+    ///
+    /// [`pending`]: Timer::pending
+    pub async fn shutdown(&self) -> Vec<Unfired> {
+        let unfired = self.shared.shutdown();
+        self.shared.stopped().await;
+        unfired
+    }
+
+    /// Whether [`shutdown`](Timer::shutdown) was called, or the driver's runtime shut
+    /// down. From then on every future completes at once: a loop driven only by an
+    /// [`Interval`] should check this.
+    pub fn is_shutdown(&self) -> bool {
+        self.shared.is_shutdown()
     }
 }
 

@@ -1,0 +1,461 @@
+//! Callbacks: `schedule`, `Scheduled`, executors, panics, capacity, shutdown,
+//! re-entrancy. Paused clock unless a test needs real threads to be slow.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use wheel_timer::{Error, Executor, Timer};
+
+const TICK: Duration = Duration::from_millis(10);
+
+fn timer_with(executor: Executor) -> Timer {
+    Timer::builder()
+        .tick(TICK)
+        .executor(executor)
+        .build()
+        .unwrap()
+}
+
+fn all_executors() -> Vec<(&'static str, Executor)> {
+    vec![
+        ("inline", Executor::Inline),
+        ("spawn", Executor::Spawn),
+        ("blocking", Executor::Blocking),
+        (
+            "custom",
+            Executor::Custom(Arc::new(|job: Box<dyn FnOnce() + Send>| {
+                std::thread::spawn(job);
+            })),
+        ),
+    ]
+}
+
+/// Waits (in paused time, letting other threads run) until `cond` holds.
+async fn eventually(mut cond: impl FnMut() -> bool) {
+    for _ in 0..2000 {
+        if cond() {
+            return;
+        }
+        tokio::task::yield_now().await;
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    panic!("condition never held");
+}
+
+#[tokio::test(start_paused = true)]
+async fn fires_once_never_early_less_than_a_tick_late() {
+    let timer = timer_with(Executor::Inline);
+    let fired = Arc::new(Mutex::new(Vec::new()));
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for ms in [0u64, 1, 9, 10, 11, 25, 99, 1000, 12_345] {
+        let fired = fired.clone();
+        let handle = timer
+            .schedule(Duration::from_millis(ms), move || {
+                fired.lock().unwrap().push((ms, Instant::now()));
+            })
+            .unwrap();
+        assert_eq!(handle.deadline(), start + Duration::from_millis(ms));
+        handles.push(handle);
+    }
+    tokio::time::sleep(Duration::from_secs(13)).await;
+    let fired = fired.lock().unwrap();
+    assert_eq!(fired.len(), 9, "each callback runs exactly once");
+    for &(ms, at) in fired.iter() {
+        let requested = Duration::from_millis(ms);
+        let took = at - start;
+        assert!(took >= requested, "{ms} ms fired early at {took:?}");
+        if ms == 0 {
+            // Due already: runs on the next tick, never on the caller's stack.
+            assert!(took <= TICK, "0 ms fired late at {took:?}");
+        } else {
+            assert!(took < requested + TICK, "{ms} ms fired late at {took:?}");
+        }
+    }
+    assert!(handles.iter().all(|h| h.is_expired() && !h.is_cancelled()));
+    assert_eq!(timer.pending(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn drop_cancels_detach_runs() {
+    let timer = timer_with(Executor::Inline);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (r1, r2) = (runs.clone(), runs.clone());
+    drop(
+        timer
+            .schedule(TICK, move || {
+                r1.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap(),
+    );
+    assert_eq!(timer.pending(), 0, "dropping the handle cancels at once");
+    timer
+        .schedule(TICK, move || {
+            r2.fetch_add(10, Ordering::SeqCst);
+        })
+        .unwrap()
+        .detach();
+    assert_eq!(timer.pending(), 1);
+    tokio::time::sleep(TICK * 3).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_is_true_once_and_never_after_running() {
+    let timer = timer_with(Executor::Inline);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let first = timer
+        .schedule(TICK, move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    assert!(!first.is_cancelled() && !first.is_expired());
+    assert!(first.cancel());
+    assert!(!first.cancel());
+    assert!(first.is_cancelled() && !first.is_expired());
+    assert_eq!(timer.pending(), 0);
+
+    let r = runs.clone();
+    let second = timer
+        .schedule(TICK, move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    tokio::time::sleep(TICK * 3).await;
+    assert!(second.is_expired() && !second.is_cancelled());
+    assert!(!second.cancel(), "cancel after it ran stops nothing");
+    assert!(!second.is_cancelled());
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_executor_runs_each_callback_once() {
+    for (name, executor) in all_executors() {
+        let timer = timer_with(executor);
+        let runs = Arc::new(AtomicUsize::new(0));
+        let start = Instant::now();
+        let earliest = Arc::new(Mutex::new(None));
+        for i in 0..100u64 {
+            let (runs, earliest) = (runs.clone(), earliest.clone());
+            timer
+                .schedule(Duration::from_millis(20 + i % 5), move || {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    let mut e = earliest.lock().unwrap();
+                    let now = Instant::now();
+                    if e.is_none_or(|e| now < e) {
+                        *e = Some(now);
+                    }
+                })
+                .unwrap()
+                .detach();
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(runs.load(Ordering::SeqCst), 100, "{name}");
+        let earliest = earliest.lock().unwrap().unwrap();
+        assert!(
+            earliest - start >= Duration::from_millis(20),
+            "{name} early"
+        );
+        assert_eq!(timer.pending(), 0, "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_callbacks_off_the_tick_task_do_not_delay_others() {
+    for (name, executor) in all_executors().into_iter().skip(1) {
+        let timer = timer_with(executor);
+        let start = Instant::now();
+        timer
+            .schedule(Duration::from_millis(20), || {
+                std::thread::sleep(Duration::from_millis(600));
+            })
+            .unwrap()
+            .detach();
+        let fast_at = Arc::new(Mutex::new(None));
+        let f = fast_at.clone();
+        timer
+            .schedule(Duration::from_millis(60), move || {
+                *f.lock().unwrap() = Some(Instant::now());
+            })
+            .unwrap()
+            .detach();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let fast = fast_at
+            .lock()
+            .unwrap()
+            .expect("fast callback ran while slow one ran");
+        let took = fast - start;
+        // Tolerant real-clock bound: well under the slow callback's 600 ms.
+        assert!(
+            took >= Duration::from_millis(60) && took < Duration::from_millis(300),
+            "{name}: {took:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn panicking_callbacks_are_caught_on_every_executor() {
+    for (name, executor) in all_executors() {
+        let timer = timer_with(executor);
+        let runs = Arc::new(AtomicUsize::new(0));
+        timer
+            .schedule(Duration::from_millis(10), || {
+                panic!("callback panics (expected in this test)")
+            })
+            .unwrap()
+            .detach();
+        let r = runs.clone();
+        timer
+            .schedule(Duration::from_millis(40), move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap()
+            .detach();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "{name}: later timer fired");
+        // The custom executor runs jobs on plain threads: the job catches the panic.
+        assert_eq!(timer.stats().callback_panics, 1, "{name}");
+        // The driver still works afterwards.
+        timer.sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn custom_executor_that_drops_or_panics_loses_nothing() {
+    let dropping = Executor::Custom(Arc::new(|job: Box<dyn FnOnce() + Send>| drop(job)));
+    let panicking = Executor::Custom(Arc::new(|_job: Box<dyn FnOnce() + Send>| {
+        panic!("executor panics (expected in this test)")
+    }));
+    for (name, executor) in [("drops", dropping), ("panics", panicking)] {
+        let timer = timer_with(executor);
+        let runs = Arc::new(AtomicUsize::new(0));
+        let start = Instant::now();
+        for _ in 0..3 {
+            let r = runs.clone();
+            timer
+                .schedule(Duration::from_millis(30), move || {
+                    r.fetch_add(1, Ordering::SeqCst);
+                })
+                .unwrap()
+                .detach();
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        eventually(|| runs.load(Ordering::SeqCst) == 3).await;
+        assert!(
+            Instant::now() - start < Duration::from_millis(30) + TICK * 2,
+            "{name}"
+        );
+        let stats = timer.stats();
+        assert_eq!(stats.executor_rejections, 3, "{name}");
+        assert_eq!(stats.callback_panics, 0, "{name}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn capacity_refuses_then_frees_on_cancel_and_expiry() {
+    let timer = Timer::builder().tick(TICK).max_pending(2).build().unwrap();
+    let a = timer.schedule(Duration::from_secs(1), || {}).unwrap();
+    let _b = timer.schedule(Duration::from_millis(50), || {}).unwrap();
+    assert_eq!(
+        timer.schedule(Duration::from_secs(1), || {}).unwrap_err(),
+        Error::AtCapacity { max: 2 }
+    );
+    // Futures are not counted against max_pending and never refused.
+    let mut sleep = timer.sleep(Duration::from_secs(1));
+    assert!(futures::poll!(&mut sleep).is_pending());
+    assert_eq!(timer.pending(), 3);
+    assert!(a.cancel());
+    let c = timer.schedule(Duration::from_secs(1), || {}).unwrap();
+    assert!(timer.schedule(Duration::from_secs(1), || {}).is_err());
+    tokio::time::sleep(Duration::from_millis(60)).await; // _b expires
+    let d = timer.schedule(Duration::from_secs(1), || {}).unwrap();
+    assert_eq!(timer.pending(), 3);
+    drop((c, d));
+    let zero = Timer::builder().max_pending(0).build().unwrap();
+    assert_eq!(
+        zero.schedule(TICK, || {}).unwrap_err(),
+        Error::AtCapacity { max: 0 }
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_returns_unfired_and_completes_futures() {
+    let timer = timer_with(Executor::Inline);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let r = ran.clone();
+    let handle = timer
+        .schedule(Duration::from_secs(5), move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    let r = ran.clone();
+    timer
+        .schedule(Duration::from_secs(7), move || {
+            r.fetch_add(100, Ordering::SeqCst);
+        })
+        .unwrap()
+        .detach();
+    let sleeper = tokio::spawn({
+        let timer = timer.clone();
+        async move { timer.sleep(Duration::from_secs(3600)).await }
+    });
+    let waiter = tokio::spawn({
+        let timer = timer.clone();
+        async move {
+            timer
+                .timeout(Duration::from_secs(3600), std::future::pending::<()>())
+                .await
+        }
+    });
+    tokio::task::yield_now().await;
+    assert_eq!(timer.pending(), 4);
+
+    let mut unfired = timer.shutdown().await;
+    assert_eq!(timer.pending(), 0);
+    assert!(timer.is_shutdown());
+    unfired.sort_by_key(|u| u.deadline());
+    let deadlines: Vec<_> = unfired.iter().map(|u| u.deadline() - start).collect();
+    assert_eq!(deadlines, [Duration::from_secs(5), Duration::from_secs(7)]);
+    assert!(!handle.is_expired() && !handle.is_cancelled());
+    assert!(
+        !handle.cancel(),
+        "returned by shutdown: cancel stops nothing"
+    );
+    sleeper.await.unwrap();
+    assert!(
+        waiter.await.unwrap().is_err(),
+        "a pending Timeout completes as Elapsed"
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    for u in unfired {
+        u.run();
+    }
+    assert_eq!(ran.load(Ordering::SeqCst), 101);
+    assert_eq!(timer.schedule(TICK, || {}).unwrap_err(), Error::Shutdown);
+    timer.sleep(Duration::from_secs(1)).await; // completes at once, no hang
+    assert!(timer.shutdown().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callbacks_may_schedule_and_cancel_on_every_executor() {
+    for (name, executor) in all_executors() {
+        let timer = timer_with(executor);
+        let beats = Arc::new(AtomicUsize::new(0));
+        fn beat(timer: Timer, beats: Arc<AtomicUsize>) {
+            if beats.fetch_add(1, Ordering::SeqCst) < 4 {
+                let next = timer.clone();
+                timer
+                    .schedule(Duration::from_millis(10), move || beat(next, beats))
+                    .unwrap()
+                    .detach();
+            }
+        }
+        beat(timer.clone(), beats.clone());
+
+        let victim_ran = Arc::new(AtomicUsize::new(0));
+        let v = victim_ran.clone();
+        let victim = timer
+            .schedule(Duration::from_millis(100), move || {
+                v.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+        let cancelled = Arc::new(AtomicUsize::new(0));
+        let c = cancelled.clone();
+        timer
+            .schedule(Duration::from_millis(20), move || {
+                if victim.cancel() {
+                    c.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+            .unwrap()
+            .detach();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(beats.load(Ordering::SeqCst), 5, "{name}");
+        assert_eq!(cancelled.load(Ordering::SeqCst), 1, "{name}");
+        assert_eq!(victim_ran.load(Ordering::SeqCst), 0, "{name}");
+        assert_eq!(timer.pending(), 0, "{name}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn detached_callbacks_keep_the_driver_alive() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    {
+        let timer = timer_with(Executor::Inline);
+        let r = runs.clone();
+        timer
+            .schedule(Duration::from_secs(2), move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap()
+            .detach();
+    } // every Timer handle is gone
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+/// Cancel racing expiry on another thread: exactly one of "cancel returned true" and
+/// "the callback ran" happens, for every callback.
+#[test]
+fn cancel_racing_expiry_is_exactly_once() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let timer = runtime.block_on(async {
+        Timer::builder()
+            .tick(Duration::from_millis(1))
+            .build()
+            .unwrap()
+    });
+    const N: usize = 20_000;
+    let ran: Arc<Vec<AtomicUsize>> = Arc::new((0..N).map(|_| AtomicUsize::new(0)).collect());
+    let mut handles = Vec::with_capacity(N);
+    for i in 0..N {
+        let ran = ran.clone();
+        // Deadlines spread over ~20 ms so that expiry and cancel overlap.
+        let delay = Duration::from_micros((i % 20) as u64 * 1000);
+        handles.push(
+            timer
+                .schedule(delay, move || {
+                    ran[i].fetch_add(1, Ordering::SeqCst);
+                })
+                .unwrap(),
+        );
+    }
+    let cancelled: Vec<bool> = std::thread::scope(|s| {
+        let canceller = s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(8));
+            handles.iter().map(|h| h.cancel()).collect::<Vec<_>>()
+        });
+        canceller.join().unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let mut both = 0;
+    let mut neither = 0;
+    let (mut n_cancelled, mut n_ran) = (0, 0);
+    for i in 0..N {
+        let runs = ran[i].load(Ordering::SeqCst);
+        assert!(runs <= 1, "callback {i} ran {runs} times");
+        match (cancelled[i], runs == 1) {
+            (true, true) => both += 1,
+            (false, false) => neither += 1,
+            (true, false) => n_cancelled += 1,
+            (false, true) => n_ran += 1,
+        }
+    }
+    assert_eq!(
+        (both, neither),
+        (0, 0),
+        "ran {n_ran}, cancelled {n_cancelled}"
+    );
+    assert_eq!(n_cancelled + n_ran, N);
+    drop(handles);
+    assert_eq!(timer.pending(), 0);
+}
