@@ -8,9 +8,12 @@
 //! this crate trades resolution (one configurable tick, 10 ms by default) for a flat
 //! slab-backed wheel in which registering and cancelling are a few pointer writes.
 //!
-//! * [`Timer`] — the handle; [`Timer::builder`] configures tick and wheel size.
+//! * [`Timer`] — the handle; [`Timer::builder`] configures tick, wheel size, the
+//!   [`Executor`] callbacks run on, and [`Builder::max_pending`].
 //! * [`Sleep`], [`Timeout`], [`Interval`] — futures, with tokio's shapes and semantics;
 //!   dropping one cancels it.
+//! * [`Timer::schedule`] → [`Scheduled`] — Netty-style callbacks, cancelled when the
+//!   handle drops unless detached; [`Timer::shutdown`] returns the [`Unfired`] ones.
 //! * [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`] — the same on a
 //!   process-wide [default timer](#default-timer).
 //!
@@ -49,6 +52,8 @@
 //! * **Saturating.** `Duration::MAX` and far-future instants sleep about 30 years;
 //!   nothing overflows or panics. Past deadlines complete at once or on the next tick.
 //! * **Idle is free.** With nothing pending the driver does not wake at all.
+//! * **Exactly once.** A callback that is not cancelled runs once, or is returned by
+//!   [`Timer::shutdown`]; a panicking callback is caught and the timer goes on.
 //!
 //! # Default timer
 //!
@@ -73,10 +78,14 @@
 //!   round up, the clock rounds down: never early), awaits a
 //!   `tokio::time::Interval` with `MissedTickBehavior::Skip`, catches up on every tick
 //!   the clock has passed when woken late, parks without ticking when nothing is near,
-//!   and wakes expired tasks after releasing the lock.
+//!   and wakes expired tasks and dispatches expired callbacks after releasing the lock.
 //! * `timer.rs`, `builder.rs` — the handle and its configuration.
 //! * `sleep.rs`, `timeout.rs`, `interval.rs` — the futures; [`Sleep`] is the only one
 //!   that talks to the driver.
+//! * `scheduled.rs` — callbacks: one `Arc` per callback holding the closure and its
+//!   state, which only the party that takes the entry out of the wheel (under the lock)
+//!   may change; the `Job` wrapper that sends a callback an executor dropped back to
+//!   the tick task.
 //! * `lib.rs` — these docs, re-exports and the default timer.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
