@@ -459,3 +459,70 @@ fn cancel_racing_expiry_is_exactly_once() {
     drop(handles);
     assert_eq!(timer.pending(), 0);
 }
+
+/// Every state a cancel can meet the callback in, deterministically: before its tick,
+/// after it ran, after the driver took it out but before its executor ran it, and from
+/// another callback expiring in the same tick. Together with the stress test above
+/// (real threads) this covers the protocol's interleavings: the callback's state only
+/// changes under the wheel lock, so these are the only orders there are.
+#[tokio::test(start_paused = true)]
+async fn cancel_meets_every_state_exactly_once() {
+    // Deferred executor: holds jobs until we run them.
+    type Jobs = Arc<Mutex<Vec<Box<dyn FnOnce() + Send>>>>;
+    let jobs: Jobs = Arc::default();
+    let held = jobs.clone();
+    let timer = timer_with(Executor::Custom(Arc::new(move |job| {
+        held.lock().unwrap().push(job)
+    })));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = |runs: &Arc<AtomicUsize>| {
+        let runs = runs.clone();
+        move || {
+            runs.fetch_add(1, Ordering::SeqCst);
+        }
+    };
+
+    // 1. Before the tick: cancel wins, the callback never runs.
+    let h = timer.schedule(TICK, counted(&runs)).unwrap();
+    assert!(h.cancel());
+    // 2. Taken out by the driver, handed to the executor, not yet run: cancel loses.
+    let h2 = timer.schedule(TICK, counted(&runs)).unwrap();
+    tokio::time::sleep(TICK * 2).await;
+    assert!(h2.is_expired());
+    assert!(!h2.cancel(), "too late: the executor has it");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let pending_jobs: Vec<_> = jobs.lock().unwrap().drain(..).collect();
+    assert_eq!(pending_jobs.len(), 1);
+    for job in pending_jobs {
+        job();
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    // 3. After it ran: cancel loses again.
+    assert!(!h2.cancel());
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+    // 4. Two callbacks expiring in the same tick, inline: the first cancels the second,
+    //    which the driver has already taken out, so the cancel loses and it runs.
+    let inline = timer_with(Executor::Inline);
+    let victim_runs = Arc::new(AtomicUsize::new(0));
+    let victim = Arc::new(Mutex::new(None));
+    let v = victim.clone();
+    let cancel_result = Arc::new(Mutex::new(None));
+    let c = cancel_result.clone();
+    inline
+        .schedule(TICK, move || {
+            let handle: Option<wheel_timer::Scheduled> = v.lock().unwrap().take();
+            *c.lock().unwrap() = handle.as_ref().map(|h| h.cancel());
+        })
+        .unwrap()
+        .detach();
+    *victim.lock().unwrap() = Some(inline.schedule(TICK, counted(&victim_runs)).unwrap());
+    tokio::time::sleep(TICK * 2).await;
+    let cancelled = cancel_result.lock().unwrap().expect("first callback ran");
+    let ran = victim_runs.load(Ordering::SeqCst);
+    assert!(ran <= 1);
+    assert!(
+        cancelled != (ran == 1),
+        "exactly one of cancel=true ({cancelled}) and ran ({ran})"
+    );
+}
