@@ -212,7 +212,7 @@ impl Builder {
         Ok(Timer::from_shared(shared))
     }
 
-    fn validate(self) -> Result<Config, Error> {
+    pub(crate) fn validate(self) -> Result<Config, Error> {
         if self.tick.is_zero() {
             return Err(Error::InvalidConfig(
                 "tick must be greater than zero (the default is 10 ms)".into(),

@@ -34,8 +34,8 @@ use std::fmt;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError, Weak};
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
@@ -44,6 +44,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use crate::builder::Config;
 use crate::scheduled::{mark_cancelled, mark_expired, mark_unfired, run_caught, Job, TaskRef};
+use crate::sync::{AtomicU64, Mutex, MutexGuard};
 use crate::wheel::{InsertError, Key, Wheel, MAX_ENTRIES, MAX_TICK};
 use crate::{Error, Executor, Stats, Unfired};
 
@@ -177,7 +178,9 @@ pub(crate) struct Shared {
     pub(crate) clock: Clock,
     max_pending: usize,
     executor: Executor,
-    runtime: tokio::runtime::Handle,
+    /// Where `Spawn` and `Blocking` callbacks go; `None` only in loom models, which
+    /// have no runtime (callbacks then run inline).
+    runtime: Option<tokio::runtime::Handle>,
     notify: Arc<Notify>,
     /// Becomes `true` when the driver task has ended (or was dropped).
     stopped: watch::Sender<bool>,
@@ -450,7 +453,11 @@ impl Shared {
     /// [`BATCH`] expirations), then, outside the lock, wakes the futures and dispatches
     /// the callbacks that fired.
     fn turn(self: &Arc<Self>, expired: &mut Vec<Payload>) -> Turn {
-        let now = self.clock.tick_now(Instant::now());
+        self.turn_to(self.clock.tick_now(Instant::now()), expired)
+    }
+
+    /// [`turn`](Shared::turn) as if the clock had reached the end of tick `now`.
+    pub(crate) fn turn_to(self: &Arc<Self>, now: u64, expired: &mut Vec<Payload>) -> Turn {
         let mut guard = self.lock();
         let state = &mut *guard;
         if state.shutdown {
@@ -501,9 +508,13 @@ impl Shared {
     fn dispatch(self: &Arc<Self>, task: TaskRef) {
         match &self.executor {
             Executor::Inline => self.run_inline(&task),
+            Executor::Spawn | Executor::Blocking if self.runtime.is_none() => {
+                self.run_inline(&task)
+            }
             Executor::Spawn => {
                 let job = Job::new(task, self);
-                drop(self.runtime.spawn(async move {
+                let runtime = self.runtime.as_ref().expect("checked above");
+                drop(runtime.spawn(async move {
                     // Spawned from the driver's worker, this task lands in that worker's
                     // LIFO slot, which wakes no idle worker; if the callback then blocks,
                     // nobody drives tokio's timer and every timer stalls behind it.
@@ -515,7 +526,8 @@ impl Shared {
             }
             Executor::Blocking => {
                 let job = Job::new(task, self);
-                drop(self.runtime.spawn_blocking(move || job.run()));
+                let runtime = self.runtime.as_ref().expect("checked above");
+                drop(runtime.spawn_blocking(move || job.run()));
             }
             Executor::Custom(execute) => {
                 let job = Job::new(task, self);
@@ -537,7 +549,7 @@ impl Drop for Shared {
     fn drop(&mut self) {
         // The last handle is gone: let the driver see that and end.
         self.notify.notify_one();
-        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let state = self.lock();
         if state.callbacks > 0 {
             // Only reachable when the driver's runtime shut down first and nobody called
             // shutdown() to collect them; say so rather than lose them silently.
@@ -550,7 +562,7 @@ impl Drop for Shared {
     }
 }
 
-enum Turn {
+pub(crate) enum Turn {
     /// More is due right now: yield, then turn again.
     Again,
     /// Caught up to tick `now`; `next` is the next occupied tick, if any.
@@ -581,27 +593,37 @@ pub(crate) fn start(
             )
         })?
     };
-    let notify = Arc::new(Notify::new());
-    let shared = Arc::new(Shared {
-        state: Mutex::new(State {
-            wheel: Wheel::new(config.wheel_size),
-            callbacks: 0,
-            rejected: Vec::new(),
-            parked_until: u64::MAX,
-            shutdown: false,
-            keep_alive: None,
-        }),
-        elapsed: AtomicU64::new(0),
-        clock: Clock::new(Instant::now(), tick),
-        max_pending: config.max_pending,
-        executor: config.executor,
-        runtime: runtime.clone(),
-        notify: notify.clone(),
-        stopped: watch::Sender::new(false),
-        counters: Counters::default(),
-    });
-    runtime.spawn(run(Arc::downgrade(&shared), notify, interval));
+    let shared = Shared::new(config, Some(runtime.clone()));
+    runtime.spawn(run(
+        Arc::downgrade(&shared),
+        shared.notify.clone(),
+        interval,
+    ));
     Ok(shared)
+}
+
+impl Shared {
+    /// The shared state alone, without a driver task.
+    pub(crate) fn new(config: Config, runtime: Option<tokio::runtime::Handle>) -> Arc<Shared> {
+        Arc::new(Shared {
+            state: Mutex::new(State {
+                wheel: Wheel::new(config.wheel_size),
+                callbacks: 0,
+                rejected: Vec::new(),
+                parked_until: u64::MAX,
+                shutdown: false,
+                keep_alive: None,
+            }),
+            elapsed: AtomicU64::new(0),
+            clock: Clock::new(Instant::now(), config.tick),
+            max_pending: config.max_pending,
+            executor: config.executor,
+            runtime,
+            notify: Arc::new(Notify::new()),
+            stopped: watch::Sender::new(false),
+            counters: Counters::default(),
+        })
+    }
 }
 
 /// Marks the driver stopped when its task ends, and completes every pending future if

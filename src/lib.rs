@@ -97,6 +97,7 @@ mod error;
 mod interval;
 mod scheduled;
 mod sleep;
+mod sync;
 mod timeout;
 mod timer;
 mod wheel;
@@ -115,6 +116,37 @@ pub use sleep::Sleep;
 pub use timeout::Timeout;
 pub use timer::{Stats, Timer};
 pub use tokio::time::{Instant, MissedTickBehavior};
+
+/// Entry points for the loom models in `tests/loom.rs`; only under `--cfg loom`.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod loom_hooks {
+    use std::time::Duration;
+
+    use crate::driver::{Shared, Turn};
+    use crate::{Builder, Timer};
+
+    /// A timer with no driver task and no runtime: the model turns it by hand.
+    pub fn timer(tick: Duration) -> Timer {
+        let config = Builder::default()
+            .tick(tick)
+            .validate()
+            .expect("valid tick");
+        Timer::from_shared(Shared::new(config, None))
+    }
+
+    /// One driver turn, as if the clock had reached the end of tick `now`.
+    pub fn turn(timer: &Timer, now: u64) {
+        let mut expired = Vec::new();
+        let _: Turn = timer.shared.turn_to(now, &mut expired);
+    }
+
+    /// The synchronous part of `Timer::shutdown` (the rest waits for the driver task,
+    /// which a model does not have).
+    pub fn shutdown(timer: &Timer) -> Vec<crate::Unfired> {
+        timer.shared.shutdown()
+    }
+}
 
 /// The process-wide timer behind the free functions; see [the crate docs](crate#default-timer).
 fn default_timer() -> &'static Timer {

@@ -12,12 +12,13 @@
 
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError, Weak};
 
 use tokio::time::Instant;
 
 use crate::driver::Shared;
+use crate::sync::{AtomicU8, Mutex};
 use crate::wheel::Key;
 use crate::Timer;
 

@@ -1,0 +1,16 @@
+//! The synchronisation primitives the timer's shared state uses, swapped for loom's
+//! under `--cfg loom` (as tokio does) so that `tests/loom.rs` can explore every
+//! interleaving of registration, cancel, reset, drop, shutdown and the tick.
+//!
+//! `Arc` stays std's: loom's has no `Weak`, and the races worth modelling are all
+//! decided under the wheel's `Mutex` and in the atomics, which loom does see.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicU64, AtomicU8};
+#[cfg(loom)]
+pub(crate) use loom::sync::{Mutex, MutexGuard};
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicU64, AtomicU8};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Mutex, MutexGuard};

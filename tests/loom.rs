@@ -1,0 +1,172 @@
+//! loom models of the races that decide exactly-once and no-lost-wakeup.
+//!
+//! Run with `RUSTFLAGS="--cfg loom" cargo test --release --test loom`. Under
+//! `--cfg loom` the timer's `Mutex` and atomics are loom's, and `loom_hooks` gives a
+//! timer with no driver task whose turns the model takes by hand on another thread,
+//! so loom explores every interleaving of the two sides.
+#![cfg(loom)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use loom::sync::atomic::{AtomicBool, AtomicUsize};
+use loom::thread;
+use wheel_timer::loom_hooks::{shutdown, timer, turn};
+use wheel_timer::{Error, Instant, Sleep};
+
+const TICK: Duration = Duration::from_millis(10);
+
+/// A waker that records being woken, visibly to loom.
+struct Flag(AtomicBool);
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+fn flag() -> (Arc<Flag>, Waker) {
+    let flag = Arc::new(Flag(AtomicBool::new(false)));
+    (flag.clone(), Waker::from(flag))
+}
+
+fn poll(sleep: &mut Sleep, waker: &Waker) -> Poll<()> {
+    Pin::new(sleep).poll(&mut Context::from_waker(waker))
+}
+
+/// `schedule_at` for a deadline inside tick `tick` of a fresh timer.
+fn in_tick(tick: u64) -> Instant {
+    Instant::now() + TICK * tick as u32 - Duration::from_millis(1)
+}
+
+#[test]
+fn cancel_vs_fire_exactly_once() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = ran.clone();
+        let handle = timer
+            .schedule_at(in_tick(1), move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || turn(&timer, 1))
+        };
+        let cancelled = handle.cancel();
+        driver.join().unwrap();
+        let ran = ran.load(Ordering::SeqCst);
+        assert!(ran <= 1);
+        assert!(cancelled != (ran == 1), "cancelled {cancelled}, ran {ran}");
+        assert_eq!(handle.is_cancelled(), cancelled);
+        assert_eq!(handle.is_expired(), !cancelled);
+        assert_eq!(timer.pending(), 0);
+    });
+}
+
+#[test]
+fn registration_vs_tick_loses_no_wakeup() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        let mut sleep = timer.sleep_until(in_tick(1));
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || turn(&timer, 1))
+        };
+        let (woken, waker) = flag();
+        let first = poll(&mut sleep, &waker);
+        driver.join().unwrap();
+        // Either it saw the tick already processed, or the tick woke it.
+        assert!(first.is_ready() || woken.0.load(Ordering::SeqCst));
+        assert!(poll(&mut sleep, &waker).is_ready());
+        assert_eq!(timer.pending(), 0);
+    });
+}
+
+#[test]
+fn reset_vs_fire_moves_or_refires() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        let mut sleep = timer.sleep_until(in_tick(1));
+        let (woken, waker) = flag();
+        assert!(poll(&mut sleep, &waker).is_pending());
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || turn(&timer, 1))
+        };
+        sleep.reset(in_tick(3));
+        driver.join().unwrap();
+        // Whatever the order, the sleep now waits for tick 3, and completes there.
+        let before = poll(&mut sleep, &waker);
+        assert!(before.is_pending(), "completed before its new deadline");
+        woken.0.store(false, Ordering::SeqCst);
+        turn(&timer, 3);
+        assert!(woken.0.load(Ordering::SeqCst), "lost wakeup after reset");
+        assert!(poll(&mut sleep, &waker).is_ready());
+        assert_eq!(timer.pending(), 0);
+    });
+}
+
+#[test]
+fn drop_vs_fire_frees_the_entry() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        let mut sleep = timer.sleep_until(in_tick(1));
+        let (_woken, waker) = flag();
+        assert!(poll(&mut sleep, &waker).is_pending());
+        // Another timer whose entry could reuse the freed slot: a stale key must not
+        // remove it.
+        let mut other = timer.sleep_until(in_tick(5));
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || turn(&timer, 1))
+        };
+        drop(sleep);
+        assert!(poll(&mut other, &waker).is_pending());
+        driver.join().unwrap();
+        assert_eq!(timer.pending(), 1, "exactly the other sleep remains");
+        drop(other);
+        assert_eq!(timer.pending(), 0);
+    });
+}
+
+#[test]
+fn shutdown_vs_schedule_loses_nothing() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let scheduler = {
+            let timer = timer.clone();
+            let ran = ran.clone();
+            thread::spawn(move || {
+                timer
+                    .schedule_at(in_tick(2), move || {
+                        ran.fetch_add(1, Ordering::SeqCst);
+                    })
+                    .map(|handle| handle.detach())
+            })
+        };
+        let unfired = shutdown(&timer);
+        let scheduled = scheduler.join().unwrap();
+        let was_scheduled = scheduled.is_ok();
+        match scheduled {
+            // Scheduled before the shutdown: returned by it.
+            Ok(()) => assert_eq!(unfired.len(), 1),
+            // After: refused, and nothing to return.
+            Err(e) => {
+                assert_eq!(e, Error::Shutdown);
+                assert!(unfired.is_empty());
+            }
+        }
+        for u in unfired {
+            u.run();
+        }
+        assert_eq!(ran.load(Ordering::SeqCst), usize::from(was_scheduled));
+        assert_eq!(timer.pending(), 0);
+    });
+}
