@@ -1,1 +1,183 @@
-//! Model test of the wheel (filled in by the tests work).
+//! The wheel against a `BTreeMap` model: random insert / remove (live and stale keys) /
+//! reschedule / advance sequences, huge ticks included. Every entry comes out exactly
+//! once, never before its tick; `len` and `next_expiration` agree with the model.
+
+use std::collections::{BTreeMap, HashSet};
+
+use proptest::prelude::*;
+
+use crate::wheel::{InsertError, Key, Wheel, MAX_TICK};
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Insert at `elapsed + delta` (0 = already elapsed).
+    Insert(u64),
+    /// Insert at an absolute, possibly huge, tick.
+    InsertAbsolute(u64),
+    /// Remove the n-th key ever handed out (live, fired or removed).
+    Remove(usize),
+    /// Move the n-th key to `elapsed + delta`.
+    Reschedule(usize, u64),
+    /// Advance by `delta` ticks, handing out at most `limit` per call (resumed until done).
+    Advance(u64, usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u64..80).prop_map(Op::Insert),
+        1 => prop_oneof![Just(u64::MAX), Just(MAX_TICK), Just(MAX_TICK - 1), 1u64 << 40..1u64 << 50]
+            .prop_map(Op::InsertAbsolute),
+        2 => any::<usize>().prop_map(Op::Remove),
+        2 => (any::<usize>(), 0u64..80).prop_map(|(k, d)| Op::Reschedule(k, d)),
+        3 => prop_oneof![0u64..4, 0u64..40, 100u64..400].prop_flat_map(|d| (Just(d), 1usize..6))
+            .prop_map(|(d, l)| Op::Advance(d, l)),
+    ]
+}
+
+struct Model {
+    wheel: Wheel<u32>,
+    /// Live entries: value -> (key, tick).
+    live: BTreeMap<u32, (Key, u64)>,
+    keys: Vec<Key>,
+    fired: HashSet<u32>,
+    next_value: u32,
+}
+
+impl Model {
+    fn new(slots: usize) -> Self {
+        Model {
+            wheel: Wheel::new(slots),
+            live: BTreeMap::new(),
+            keys: Vec::new(),
+            fired: HashSet::new(),
+            next_value: 0,
+        }
+    }
+
+    fn insert(&mut self, tick: u64) {
+        let value = self.next_value;
+        self.next_value += 1;
+        match self.wheel.insert(tick, value) {
+            Ok(key) => {
+                assert!(tick > self.wheel.elapsed());
+                self.live.insert(value, (key, tick.min(MAX_TICK)));
+                self.keys.push(key);
+            }
+            Err((v, InsertError::Elapsed)) => {
+                assert_eq!(v, value);
+                assert!(tick <= self.wheel.elapsed());
+            }
+            Err((_, InsertError::Full)) => unreachable!("tiny test wheel"),
+        }
+    }
+
+    fn live_value(&self, key: Key) -> Option<u32> {
+        self.live
+            .iter()
+            .find(|(_, (k, _))| *k == key)
+            .map(|(v, _)| *v)
+    }
+
+    fn remove(&mut self, n: usize) {
+        let Some(&key) = self.keys.get(n % self.keys.len().max(1)) else {
+            return;
+        };
+        let expected = self.live_value(key);
+        assert_eq!(
+            self.wheel.remove(key),
+            expected,
+            "a key removes its own entry or nothing"
+        );
+        if let Some(v) = expected {
+            self.live.remove(&v);
+        }
+    }
+
+    fn reschedule(&mut self, n: usize, delta: u64) {
+        let Some(&key) = self.keys.get(n % self.keys.len().max(1)) else {
+            return;
+        };
+        let tick = self.wheel.elapsed() + delta;
+        match (self.live_value(key), self.wheel.reschedule(key, tick)) {
+            (Some(v), Ok(())) => {
+                assert!(delta > 0);
+                self.live.get_mut(&v).unwrap().1 = tick;
+            }
+            (Some(v), Err(Some(out))) => {
+                assert_eq!(delta, 0, "only an elapsed tick hands the entry back");
+                assert_eq!(out, v);
+                self.live.remove(&v);
+            }
+            (None, Err(None)) => {}
+            (live, result) => panic!("live {live:?} but reschedule gave {result:?}"),
+        }
+    }
+
+    fn advance(&mut self, delta: u64, limit: usize) {
+        let to = self.wheel.elapsed() + delta;
+        loop {
+            let mut out = Vec::new();
+            let done = self.wheel.advance(to, limit, |v| out.push(v));
+            for v in out {
+                let (_, tick) = self
+                    .live
+                    .remove(&v)
+                    .expect("handed out once, and only live entries");
+                assert!(
+                    tick <= to,
+                    "entry due at {tick} handed out advancing to {to}"
+                );
+                assert!(self.fired.insert(v));
+            }
+            if done {
+                break;
+            }
+        }
+        assert_eq!(self.wheel.elapsed(), to);
+        // Nothing due is left behind.
+        assert!(
+            self.live.values().all(|&(_, tick)| tick > to),
+            "entry left behind"
+        );
+    }
+
+    fn check(&self) {
+        assert_eq!(self.wheel.len(), self.live.len());
+        let min = self.live.values().map(|&(_, t)| t).min();
+        match (self.wheel.next_expiration(), min) {
+            (None, None) => {}
+            (Some(next), Some(min)) => {
+                assert!(next > self.wheel.elapsed());
+                assert!(
+                    next <= min,
+                    "next_expiration {next} after the earliest entry {min}"
+                );
+            }
+            (next, min) => panic!("next_expiration {next:?}, model minimum {min:?}"),
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn wheel_matches_model(slots in prop_oneof![Just(1usize), Just(4), Just(8), Just(64), Just(128)],
+                           ops in proptest::collection::vec(op(), 1..200)) {
+        let mut model = Model::new(slots);
+        for op in ops {
+            match op {
+                Op::Insert(delta) => model.insert(model.wheel.elapsed() + delta),
+                Op::InsertAbsolute(tick) => model.insert(tick),
+                Op::Remove(n) => model.remove(n),
+                Op::Reschedule(n, delta) => model.reschedule(n, delta),
+                Op::Advance(delta, limit) => model.advance(delta, limit),
+            }
+            model.check();
+        }
+        // Drain everything: each remaining entry comes out exactly once.
+        let remaining = model.live.len();
+        let before = model.fired.len();
+        model.advance(MAX_TICK - model.wheel.elapsed(), usize::MAX);
+        prop_assert_eq!(model.fired.len(), before + remaining);
+        prop_assert_eq!(model.wheel.len(), 0);
+    }
+}

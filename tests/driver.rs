@@ -1,0 +1,223 @@
+//! The driver: idle parking, catch-up, exact `pending()`, lifetime, runtimes, and
+//! configuration errors.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use wheel_timer::{Error, Timer};
+
+const TICK: Duration = Duration::from_millis(10);
+
+fn timer() -> Timer {
+    Timer::builder().tick(TICK).build().unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn pending_is_exact() {
+    let timer = timer();
+    let mut tasks = Vec::new();
+    for i in 1..=10u64 {
+        let t = timer.clone();
+        tasks.push(tokio::spawn(async move {
+            t.sleep(Duration::from_millis(i * 100)).await
+        }));
+    }
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(timer.pending(), 10);
+    for expected in (0..10).rev() {
+        // Same timer, so this fires in the same driver turn as the next sleeper.
+        timer.sleep(Duration::from_millis(100)).await;
+        assert_eq!(timer.pending(), expected);
+    }
+    tasks[0].abort(); // already finished: no effect
+    assert_eq!(timer.pending(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_timer_never_wakes() {
+    let timer = timer();
+    timer.sleep(Duration::from_millis(10)).await; // driver has run and gone idle
+    tokio::time::sleep(Duration::from_secs(20)).await; // let it settle past any stale deadline
+    let before = timer.stats().driver_wakeups;
+    for _ in 0..10 {
+        tokio::time::advance(Duration::from_secs(1)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        timer.stats().driver_wakeups,
+        before,
+        "no wakeups while idle"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lone_long_sleep_skips_to_its_slot() {
+    let timer = timer();
+    let start = Instant::now();
+    timer.sleep(Duration::from_secs(10)).await;
+    let took = start.elapsed();
+    assert!(took >= Duration::from_secs(10) && took < Duration::from_secs(10) + TICK);
+    // One wakeup for the registration, one per revolution (1024 slots = 10.24 s), one to
+    // fire: not 1000 (one per tick).
+    let wakeups = timer.stats().driver_wakeups;
+    assert!(wakeups <= 4, "{wakeups} driver wakeups for one 10 s sleep");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_late_driver_catches_up_on_every_skipped_tick() {
+    let timer = timer();
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..500u64 {
+        let t = timer.clone();
+        let requested = Duration::from_millis(i * 20 + 1); // 1 ms ..= 10 s: many slots, two revolutions
+        tasks.spawn(async move {
+            t.sleep(requested).await;
+            let took = start.elapsed();
+            assert!(took >= requested, "early: {requested:?} at {took:?}");
+            took
+        });
+    }
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    let wakeups = timer.stats().driver_wakeups;
+    // The runtime is "blocked" for 30 s: the clock jumps in one step.
+    tokio::time::advance(Duration::from_secs(30)).await;
+    let mut done = 0;
+    while let Some(took) = tasks.join_next().await {
+        assert!(took.unwrap() <= Duration::from_secs(30) + TICK);
+        done += 1;
+    }
+    assert_eq!(done, 500);
+    assert_eq!(timer.pending(), 0);
+    assert!(
+        timer.stats().driver_wakeups - wakeups <= 3,
+        "one turn caught up"
+    );
+}
+
+fn alive_tasks(rt: &tokio::runtime::Runtime) -> usize {
+    rt.metrics().num_alive_tasks()
+}
+
+#[test]
+fn the_driver_ends_when_every_handle_is_gone() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let base = alive_tasks(&rt);
+    let timer = rt.block_on(async { timer() });
+    assert_eq!(alive_tasks(&rt), base + 1, "the driver task");
+    let sleep = timer.sleep(Duration::from_secs(1));
+    let clone = timer.clone();
+    drop(timer);
+    rt.block_on(async { tokio::task::yield_now().await });
+    assert_eq!(alive_tasks(&rt), base + 1, "a clone and a sleep keep it");
+    drop(clone);
+    rt.block_on(async { tokio::task::yield_now().await });
+    assert_eq!(alive_tasks(&rt), base + 1, "the sleep keeps it");
+    drop(sleep);
+    rt.block_on(async {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    });
+    assert_eq!(alive_tasks(&rt), base, "the driver ended by itself");
+}
+
+#[test]
+fn built_on_one_runtime_awaited_on_another() {
+    let driver_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let timer = Timer::builder()
+        .tick(TICK)
+        .build_on(driver_rt.handle())
+        .unwrap();
+    let other = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap(); // no time driver at all
+    let start = std::time::Instant::now();
+    other.block_on(timer.sleep(Duration::from_millis(50)));
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(50) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    // And from no runtime at all.
+    futures::executor::block_on(timer.sleep(Duration::from_millis(20)));
+}
+
+#[test]
+fn configuration_errors_are_clear() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _enter = rt.enter();
+    let invalid = |r: Result<Timer, Error>| match r {
+        Err(Error::InvalidConfig(why)) => why,
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    };
+    assert!(invalid(Timer::builder().tick(Duration::ZERO).build()).contains("tick"));
+    assert!(invalid(Timer::builder().wheel_size(0).build()).contains("wheel_size"));
+    assert!(invalid(Timer::builder().wheel_size((1 << 20) + 1).build()).contains("wheel_size"));
+    assert!(invalid(Timer::builder().wheel_size(1 << 21).build()).contains("wheel_size"));
+    let rounded = Timer::builder().wheel_size(1000).build().unwrap();
+    assert!(
+        format!("{rounded:?}").contains("wheel_size: 1024"),
+        "{rounded:?}"
+    );
+    let max = Timer::builder().wheel_size(1 << 20).build().unwrap();
+    assert!(format!("{max:?}").contains("wheel_size: 1048576"));
+}
+
+#[test]
+fn build_needs_a_runtime_with_time() {
+    let err = Timer::builder().build().unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidConfig(ref why) if why.contains("runtime")),
+        "{err}"
+    );
+    let no_time = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let err = Timer::builder().build_on(no_time.handle()).unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidConfig(ref why) if why.contains("time driver")),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_runtime_shut_down_under_a_live_timer_completes_its_sleeps() {
+    let driver_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let timer = Timer::builder()
+        .tick(TICK)
+        .build_on(driver_rt.handle())
+        .unwrap();
+    let waiter = std::thread::spawn({
+        let timer = timer.clone();
+        move || futures::executor::block_on(timer.sleep(Duration::from_secs(3600)))
+    });
+    while timer.pending() == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    driver_rt.shutdown_timeout(Duration::from_secs(1));
+    waiter.join().unwrap(); // completed instead of hanging for an hour
+    assert!(timer.is_shutdown());
+    assert_eq!(timer.pending(), 0);
+    assert_eq!(timer.schedule(TICK, || {}).unwrap_err(), Error::Shutdown);
+    // Later futures complete at once rather than hang.
+    futures::executor::block_on(timer.sleep(Duration::from_secs(3600)));
+}

@@ -1,0 +1,93 @@
+//! The few real-clock tests: a multi-thread stress with tolerant bounds, and the
+//! free functions on the default timer (which follows the real clock by design).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wheel_timer::Timer;
+
+/// Generous: a loaded 2-core CI machine can be slow to schedule.
+const SLACK: Duration = Duration::from_millis(250);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_tasks_on_many_threads() {
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(5))
+        .build()
+        .unwrap();
+    let timed_out = Arc::new(AtomicUsize::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..1000u64 {
+        let timer = timer.clone();
+        let timed_out = timed_out.clone();
+        tasks.spawn(async move {
+            for round in 0..3u64 {
+                let requested = Duration::from_millis(10 + (i * 7 + round * 13) % 90);
+                let start = Instant::now();
+                if (i + round) % 2 == 0 {
+                    timer.sleep(requested).await;
+                } else {
+                    let never = std::future::pending::<()>();
+                    assert!(timer.timeout(requested, never).await.is_err());
+                    timed_out.fetch_add(1, Ordering::Relaxed);
+                }
+                let took = start.elapsed();
+                assert!(took >= requested, "early: {requested:?} took {took:?}");
+                assert!(
+                    took < requested + SLACK,
+                    "late: {requested:?} took {took:?}"
+                );
+                // Plus a timeout that its future beats: cancelled by drop.
+                let quick = timer.timeout(Duration::from_secs(5), tokio::task::yield_now());
+                assert!(quick.await.is_ok());
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    assert_eq!(timed_out.load(Ordering::Relaxed), 1500);
+    assert_eq!(timer.pending(), 0);
+}
+
+#[tokio::test]
+async fn the_free_functions_use_the_default_timer() {
+    let start = Instant::now();
+    wheel_timer::sleep(Duration::from_millis(30)).await;
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(30) && took < Duration::from_millis(30) + SLACK);
+
+    let start = Instant::now();
+    let deadline = wheel_timer::Instant::now() + Duration::from_millis(20);
+    wheel_timer::sleep_until(deadline).await;
+    assert!(wheel_timer::Instant::now() >= deadline);
+    assert!(start.elapsed() < Duration::from_millis(20) + SLACK);
+
+    assert_eq!(
+        wheel_timer::timeout(Duration::from_secs(1), async { 3 }).await,
+        Ok(3)
+    );
+    let never = std::future::pending::<()>();
+    assert!(wheel_timer::timeout(Duration::from_millis(20), never)
+        .await
+        .is_err());
+    let at = wheel_timer::Instant::now() + Duration::from_millis(20);
+    assert!(wheel_timer::timeout_at(at, std::future::pending::<()>())
+        .await
+        .is_err());
+    assert!(wheel_timer::Instant::now() >= at);
+
+    let mut interval = wheel_timer::interval(Duration::from_millis(20));
+    let first = interval.tick().await;
+    let second = interval.tick().await;
+    assert_eq!(second - first, Duration::from_millis(20));
+    assert!(wheel_timer::Instant::now() >= second);
+}
+
+#[test]
+fn the_default_timer_works_without_any_runtime() {
+    let start = Instant::now();
+    futures::executor::block_on(wheel_timer::sleep(Duration::from_millis(20)));
+    assert!(start.elapsed() >= Duration::from_millis(20));
+}

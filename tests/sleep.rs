@@ -1,0 +1,238 @@
+//! `Sleep` with the paused clock: never early, late by less than a tick.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use wheel_timer::{Sleep, Timer};
+
+const TICK: Duration = Duration::from_millis(10);
+
+fn timer() -> Timer {
+    Timer::builder().tick(TICK).build().unwrap()
+}
+
+/// Asserts `took` is within `[requested, requested + TICK)`.
+#[track_caller]
+fn assert_on_time(requested: Duration, took: Duration) {
+    assert!(
+        took >= requested,
+        "early: asked {requested:?}, took {took:?}"
+    );
+    assert!(
+        took < requested + TICK,
+        "late: asked {requested:?}, took {took:?}"
+    );
+}
+
+struct Counter(AtomicUsize);
+impl Wake for Counter {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+fn counting_waker() -> (Arc<Counter>, Waker) {
+    let c = Arc::new(Counter(AtomicUsize::new(0)));
+    (c.clone(), Waker::from(c))
+}
+
+fn poll(sleep: &mut Sleep, waker: &Waker) -> Poll<()> {
+    Pin::new(sleep).poll(&mut Context::from_waker(waker))
+}
+
+#[test]
+fn sleep_is_unpin_send_sync() {
+    fn check<T: Unpin + Send + Sync + 'static>() {}
+    check::<Sleep>();
+    check::<Timer>();
+}
+
+#[tokio::test(start_paused = true)]
+async fn single_sleeps_are_on_time() {
+    let timer = timer();
+    for ms in [1, 5, 9, 10, 11, 15, 99, 100, 1234, 10_240, 10_241, 60_000] {
+        let requested = Duration::from_millis(ms);
+        let start = Instant::now();
+        timer.sleep(requested).await;
+        assert_on_time(requested, start.elapsed());
+    }
+    // Odd sub-millisecond offsets too.
+    tokio::time::advance(Duration::from_micros(1234)).await;
+    let start = Instant::now();
+    timer.sleep(Duration::from_micros(25_500)).await;
+    assert_on_time(Duration::from_micros(25_500), start.elapsed());
+}
+
+#[tokio::test(start_paused = true)]
+async fn thousands_of_concurrent_sleeps_are_on_time() {
+    let timer = timer();
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..5000u64 {
+        let timer = timer.clone();
+        let requested = Duration::from_millis((i * 37) % 20_000 + 1);
+        tasks.spawn(async move {
+            timer.sleep(requested).await;
+            assert_on_time(requested, start.elapsed());
+        });
+    }
+    for _ in 0..1000 {
+        if timer.pending() == 5000 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        timer.pending(),
+        5000,
+        "every task registered, none fired yet"
+    );
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    assert_eq!(timer.pending(), 0);
+    assert_eq!(timer.stats().fired, 5000);
+}
+
+#[tokio::test(start_paused = true)]
+async fn zero_and_past_deadlines_complete_by_the_next_tick() {
+    let timer = timer();
+    tokio::time::advance(Duration::from_secs(5)).await;
+    let start = Instant::now();
+    timer.sleep(Duration::ZERO).await;
+    assert!(start.elapsed() <= TICK, "{:?}", start.elapsed());
+    let start = Instant::now();
+    timer.sleep_until(start - Duration::from_secs(1)).await;
+    assert!(start.elapsed() <= TICK, "{:?}", start.elapsed());
+    let start = Instant::now();
+    timer.sleep_until(start).await;
+    assert!(start.elapsed() <= TICK, "{:?}", start.elapsed());
+}
+
+#[tokio::test(start_paused = true)]
+async fn huge_deadlines_saturate_without_panicking() {
+    let timer = timer();
+    let (_, waker) = counting_waker();
+    let now = Instant::now();
+    let mut max = timer.sleep(Duration::MAX);
+    assert!(max.deadline() > now + Duration::from_secs(86_400 * 365 * 29));
+    let mut far = timer.sleep_until(now + Duration::from_secs(86_400 * 365 * 200));
+    let mut odd = timer.sleep(Duration::from_secs(u64::MAX / 2));
+    for s in [&mut max, &mut far, &mut odd] {
+        assert!(poll(s, &waker).is_pending());
+    }
+    assert_eq!(timer.pending(), 3);
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    for s in [&mut max, &mut far, &mut odd] {
+        assert!(poll(s, &waker).is_pending());
+        assert!(!s.is_elapsed());
+    }
+    assert_eq!(timer.pending(), 3);
+    // Other timers still work around them.
+    let start = Instant::now();
+    timer.sleep(Duration::from_millis(30)).await;
+    assert_on_time(Duration::from_millis(30), start.elapsed());
+}
+
+#[tokio::test(start_paused = true)]
+async fn registers_on_first_poll_and_drop_cancels() {
+    let timer = timer();
+    let (_, waker) = counting_waker();
+    let mut sleeps: Vec<Sleep> = (0..100)
+        .map(|i| timer.sleep(Duration::from_secs(i + 1)))
+        .collect();
+    assert_eq!(timer.pending(), 0, "creating touches nothing");
+    for s in &mut sleeps[..60] {
+        assert!(poll(s, &waker).is_pending());
+    }
+    assert_eq!(timer.pending(), 60);
+    // Polling again does not register twice.
+    assert!(poll(&mut sleeps[0], &waker).is_pending());
+    assert_eq!(timer.pending(), 60);
+    sleeps.truncate(30);
+    assert_eq!(timer.pending(), 30, "drop frees at once");
+    drop(sleeps);
+    assert_eq!(timer.pending(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_earlier_later_and_after_completion() {
+    let timer = timer();
+    let (_, waker) = counting_waker();
+
+    // Later.
+    let start = Instant::now();
+    let mut sleep = timer.sleep(Duration::from_millis(100));
+    assert!(poll(&mut sleep, &waker).is_pending());
+    sleep.reset(start + Duration::from_millis(300));
+    assert_eq!(sleep.deadline(), start + Duration::from_millis(300));
+    assert_eq!(timer.pending(), 1);
+    (&mut sleep).await;
+    assert_on_time(Duration::from_millis(300), start.elapsed());
+    assert!(sleep.is_elapsed());
+
+    // After completion: pending again.
+    let start = Instant::now();
+    sleep.reset(start + Duration::from_millis(50));
+    assert!(!sleep.is_elapsed());
+    (&mut sleep).await;
+    assert_on_time(Duration::from_millis(50), start.elapsed());
+
+    // Earlier.
+    let start = Instant::now();
+    let mut sleep = timer.sleep(Duration::from_secs(60));
+    assert!(poll(&mut sleep, &waker).is_pending());
+    sleep.reset(start + Duration::from_millis(20));
+    (&mut sleep).await;
+    assert_on_time(Duration::from_millis(20), start.elapsed());
+
+    // Into the past: completes by the next tick.
+    let start = Instant::now();
+    let mut sleep = timer.sleep(Duration::from_secs(60));
+    assert!(poll(&mut sleep, &waker).is_pending());
+    sleep.reset(start - Duration::from_millis(20));
+    (&mut sleep).await;
+    assert!(start.elapsed() <= TICK);
+    assert_eq!(timer.pending(), 0);
+
+    // Before the first poll.
+    let start = Instant::now();
+    let mut sleep = timer.sleep(Duration::from_secs(60));
+    sleep.reset(start + Duration::from_millis(40));
+    (&mut sleep).await;
+    assert_on_time(Duration::from_millis(40), start.elapsed());
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_the_latest_waker_is_woken() {
+    let timer = timer();
+    let (a, waker_a) = counting_waker();
+    let (b, waker_b) = counting_waker();
+    let mut sleep = timer.sleep(Duration::from_millis(50));
+    assert!(poll(&mut sleep, &waker_a).is_pending());
+    assert!(poll(&mut sleep, &waker_b).is_pending());
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    assert_eq!(a.0.load(Ordering::SeqCst), 0);
+    assert_eq!(b.0.load(Ordering::SeqCst), 1);
+    assert!(sleep.is_elapsed());
+    assert!(poll(&mut sleep, &waker_b).is_ready());
+    // Ready stays ready.
+    assert!(poll(&mut sleep, &waker_a).is_ready());
+}
+
+#[tokio::test(start_paused = true)]
+async fn is_elapsed_tells_the_truth() {
+    let timer = timer();
+    let (_, waker) = counting_waker();
+    let mut sleep = timer.sleep(Duration::from_millis(30));
+    assert!(!sleep.is_elapsed());
+    assert!(poll(&mut sleep, &waker).is_pending());
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(!sleep.is_elapsed());
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(sleep.is_elapsed(), "fired, even before being polled again");
+}

@@ -1,0 +1,105 @@
+//! `Timeout` with the paused clock.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use wheel_timer::{Elapsed, Timeout, Timer};
+
+const TICK: Duration = Duration::from_millis(10);
+
+fn timer() -> Timer {
+    Timer::builder().tick(TICK).build().unwrap()
+}
+
+#[test]
+fn timeout_is_unpin_when_its_future_is() {
+    fn unpin<T: Unpin + Send>() {}
+    unpin::<Timeout<std::future::Ready<()>>>();
+}
+
+#[tokio::test(start_paused = true)]
+async fn ok_when_the_future_finishes_first() {
+    let timer = timer();
+    let start = Instant::now();
+    let answer = timer
+        .timeout(Duration::from_secs(1), async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            7
+        })
+        .await;
+    assert_eq!(answer, Ok(7));
+    assert_eq!(start.elapsed(), Duration::from_millis(100));
+    assert_eq!(timer.pending(), 0, "the deadline was cancelled");
+}
+
+#[tokio::test(start_paused = true)]
+async fn elapsed_when_the_deadline_comes_first() {
+    let timer = timer();
+    for ms in [1u64, 10, 250, 5001] {
+        let requested = Duration::from_millis(ms);
+        let start = Instant::now();
+        let result = timer.timeout(requested, std::future::pending::<()>()).await;
+        let took = start.elapsed();
+        assert_eq!(result, Err(Elapsed::new()));
+        assert!(
+            took >= requested && took < requested + TICK,
+            "{ms} ms took {took:?}"
+        );
+    }
+    let start = Instant::now();
+    let deadline = start + Duration::from_millis(75);
+    let result = timer
+        .timeout_at(deadline, std::future::pending::<()>())
+        .await;
+    assert!(result.is_err());
+    assert!(Instant::now() >= deadline && Instant::now() < deadline + TICK);
+    assert_eq!(Elapsed::new().to_string(), "deadline has elapsed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_future_ready_at_once_never_touches_the_wheel() {
+    let timer = timer();
+    tokio::task::yield_now().await;
+    let before = timer.stats();
+    for i in 0..1000 {
+        assert_eq!(
+            timer
+                .timeout(Duration::from_secs(1), async move { i })
+                .await,
+            Ok(i)
+        );
+    }
+    let after = timer.stats();
+    assert_eq!(after.pending, 0);
+    assert_eq!(
+        after.driver_wakeups, before.driver_wakeups,
+        "no registration woke the driver"
+    );
+    assert_eq!(after.fired, before.fired);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_pending_timeout_cancels_it() {
+    let timer = timer();
+    let mut timeouts: Vec<_> = (0..100)
+        .map(|_| Box::pin(timer.timeout(Duration::from_secs(60), std::future::pending::<()>())))
+        .collect();
+    for t in &mut timeouts {
+        assert!(futures::poll!(t.as_mut()).is_pending());
+    }
+    assert_eq!(timer.pending(), 100);
+    drop(timeouts);
+    assert_eq!(timer.pending(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn inner_future_accessors() {
+    let timer = timer();
+    let mut t = timer.timeout(Duration::from_secs(1), std::future::ready(5));
+    assert_eq!(t.get_ref().clone().await, 5);
+    assert_eq!(t.get_mut().clone().await, 5);
+    let start = Instant::now();
+    assert_eq!(t.deadline(), start + Duration::from_secs(1));
+    assert_eq!(t.into_inner().await, 5);
+    assert_eq!(timer.pending(), 0);
+}
