@@ -117,6 +117,11 @@ pub use timeout::Timeout;
 pub use timer::{Stats, Timer};
 pub use tokio::time::{Instant, MissedTickBehavior};
 
+/// Compiles and runs the README's code blocks as doc tests, so it cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 /// Entry points for the loom models in `tests/loom.rs`; only under `--cfg loom`.
 #[cfg(loom)]
 #[doc(hidden)]
