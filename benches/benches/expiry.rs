@@ -1,0 +1,133 @@
+//! *expiry*: 200 000 sleeps with deadlines spread evenly over 1 s (timer tick 1 ms) on
+//! a two-worker runtime; lateness (wake instant minus deadline) min/p50/p99/max for
+//! wheel-timer and tokio::time. Writes an SVG of both distributions to
+//! `benches/results/expiry-lateness.svg`.
+//!
+//! `cargo bench -p wheel-timer-benches --bench expiry`
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use wheel_timer::Timer;
+use wheel_timer_benches::{multi_thread, percentile};
+
+const SLEEPS: u32 = 200_000;
+const SPREAD: Duration = Duration::from_secs(1);
+
+#[derive(Clone, Copy)]
+enum Peer {
+    Wheel,
+    Tokio,
+}
+
+fn run(peer: Peer) -> Vec<Duration> {
+    let rt = multi_thread();
+    rt.block_on(async move {
+        let timer = Timer::builder()
+            .tick(Duration::from_millis(1))
+            .build()
+            .unwrap();
+        let lateness = Arc::new(Mutex::new(Vec::with_capacity(SLEEPS as usize)));
+        let early = Arc::new(Mutex::new(Vec::new()));
+        let start = Instant::now() + Duration::from_millis(200); // time to spawn them all
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..SLEEPS {
+            let deadline = start + SPREAD * i / SLEEPS;
+            let (timer, lateness, early) = (timer.clone(), lateness.clone(), early.clone());
+            tasks.spawn(async move {
+                match peer {
+                    Peer::Wheel => timer.sleep_until(deadline).await,
+                    Peer::Tokio => tokio::time::sleep_until(deadline).await,
+                }
+                let now = Instant::now();
+                if now < deadline {
+                    early.lock().unwrap().push(deadline - now);
+                }
+                lateness
+                    .lock()
+                    .unwrap()
+                    .push(now.saturating_duration_since(deadline));
+            });
+        }
+        while tasks.join_next().await.is_some() {}
+        let early = early.lock().unwrap();
+        if let Peer::Wheel = peer {
+            assert!(
+                early.is_empty(),
+                "{} sleeps woke early, by up to {:?}",
+                early.len(),
+                early.iter().max()
+            );
+        }
+        let mut lateness = std::mem::take(&mut *lateness.lock().unwrap());
+        lateness.sort();
+        lateness
+    })
+}
+
+fn row(name: &str, l: &[Duration]) -> String {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    format!(
+        "| {name:<12} | {:>7.3} | {:>7.3} | {:>7.3} | {:>7.3} |",
+        ms(l[0]),
+        ms(percentile(l, 0.5)),
+        ms(percentile(l, 0.99)),
+        ms(*l.last().unwrap())
+    )
+}
+
+/// A small SVG: the cumulative distribution of lateness for both peers.
+fn svg(ours: &[Duration], theirs: &[Duration]) -> String {
+    let (w, h, pad) = (640.0, 360.0, 40.0);
+    let max_ms = percentile(ours, 0.999)
+        .max(percentile(theirs, 0.999))
+        .as_secs_f64()
+        * 1000.0;
+    let max_ms = max_ms.max(1.0);
+    let path = |l: &[Duration]| {
+        let mut d = String::new();
+        for k in 0..=200 {
+            let p = k as f64 / 200.0;
+            let x =
+                pad + (percentile(l, p).as_secs_f64() * 1000.0 / max_ms).min(1.0) * (w - 2.0 * pad);
+            let y = h - pad - p * (h - 2.0 * pad);
+            d.push_str(&format!("{}{x:.1},{y:.1} ", if k == 0 { "M" } else { "L" }));
+        }
+        d
+    };
+    format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+<text x="{pad}" y="20">Lateness CDF, {SLEEPS} sleeps over 1 s (tick 1 ms); x: 0..{max_ms:.1} ms, y: 0..100%</text>
+<line x1="{pad}" y1="{b}" x2="{r}" y2="{b}" stroke="black"/><line x1="{pad}" y1="{pad}" x2="{pad}" y2="{b}" stroke="black"/>
+<path d="{ours}" fill="none" stroke="#d62728" stroke-width="2"/><path d="{theirs}" fill="none" stroke="#1f77b4" stroke-width="2"/>
+<text x="{lx}" y="{ly1}" fill="#d62728">wheel-timer</text><text x="{lx}" y="{ly2}" fill="#1f77b4">tokio::time</text>
+</svg>
+"##,
+        b = h - pad,
+        r = w - pad,
+        ours = path(ours),
+        theirs = path(theirs),
+        lx = w - 160.0,
+        ly1 = h - 80.0,
+        ly2 = h - 62.0,
+    )
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo bench -- --list` and `cargo test --benches` probe bench binaries
+    }
+    let ours = run(Peer::Wheel);
+    let theirs = run(Peer::Tokio);
+    println!("expiry: {SLEEPS} sleeps spread over {SPREAD:?}, lateness in ms");
+    println!("| peer         |     min |     p50 |     p99 |     max |");
+    println!("|--------------|---------|---------|---------|---------|");
+    println!("{}", row("wheel-timer", &ours));
+    println!("{}", row("tokio::time", &theirs));
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("expiry-lateness.svg"), svg(&ours, &theirs)).unwrap();
+    println!("wrote {}", dir.join("expiry-lateness.svg").display());
+}
