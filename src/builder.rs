@@ -167,12 +167,41 @@ impl Builder {
     /// [`Interval`](crate::Interval)) are not counted and never refused: each is owned
     /// by the task awaiting it, which bounds them already, and a future has no way to
     /// report an error except firing early, which this crate never does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use wheel_timer::{Error, Timer};
+    ///
+    /// let timer = Timer::builder().max_pending(1).build().unwrap();
+    /// let first = timer.schedule(Duration::from_secs(1), || {}).unwrap();
+    /// let refused = timer.schedule(Duration::from_secs(1), || {});
+    /// assert_eq!(refused.unwrap_err(), Error::AtCapacity { max: 1 });
+    /// first.cancel(); // frees room at once
+    /// assert!(timer.schedule(Duration::from_secs(1), || {}).is_ok());
+    /// # }
+    /// ```
     pub fn max_pending(mut self, max: usize) -> Self {
         self.max_pending = max;
         self
     }
 
     /// Where expired callbacks run; default [`Executor::Inline`]. See [`Executor`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use wheel_timer::{Executor, Timer};
+    ///
+    /// // Callbacks that may block go to tokio's blocking pool.
+    /// let timer = Timer::builder().executor(Executor::Blocking).build().unwrap();
+    /// # }
+    /// ```
     pub fn executor(mut self, executor: Executor) -> Self {
         self.executor = executor;
         self

@@ -223,6 +223,22 @@ impl Timer {
     /// # Errors
     ///
     /// As [`Timer::schedule`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), wheel_timer::Error> {
+    /// use std::time::Duration;
+    /// use wheel_timer::{Instant, Timer};
+    ///
+    /// let timer = Timer::new();
+    /// let at = Instant::now() + Duration::from_secs(30);
+    /// let handle = timer.schedule_at(at, || println!("lease expired"))?;
+    /// assert_eq!(handle.deadline(), at);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn schedule_at<F>(&self, deadline: Instant, f: F) -> Result<Scheduled, Error>
     where
         F: FnOnce() + Send + 'static,
@@ -242,6 +258,28 @@ impl Timer {
     /// returns an empty `Vec`.
     ///
     /// [`pending`]: Timer::pending
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), wheel_timer::Error> {
+    /// use std::time::Duration;
+    /// use wheel_timer::{Error, Timer};
+    ///
+    /// let timer = Timer::new();
+    /// timer.schedule(Duration::from_secs(60), || println!("retry"))?.detach();
+    /// let sleeper = tokio::spawn(timer.sleep(Duration::from_secs(3600)));
+    /// tokio::task::yield_now().await;
+    ///
+    /// let unfired = timer.shutdown().await;
+    /// assert_eq!(unfired.len(), 1); // the retry, which never ran
+    /// sleeper.await.unwrap(); // completed by the shutdown, an hour early
+    /// assert_eq!(timer.pending(), 0);
+    /// assert!(matches!(timer.schedule(Duration::ZERO, || {}), Err(Error::Shutdown)));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn shutdown(&self) -> Vec<Unfired> {
         let unfired = self.shared.shutdown();
         self.shared.stopped().await;

@@ -236,3 +236,18 @@ async fn is_elapsed_tells_the_truth() {
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert!(sleep.is_elapsed(), "fired, even before being polled again");
 }
+
+#[tokio::test(start_paused = true)]
+async fn wakes_its_task_exactly_at_the_tick() {
+    use tokio_test::{assert_pending, assert_ready, task};
+    let timer = timer();
+    let mut sleep = task::spawn(timer.sleep(Duration::from_millis(25)));
+    assert_pending!(sleep.poll());
+    tokio::time::advance(Duration::from_millis(20)).await;
+    assert!(!sleep.is_woken(), "not woken before its tick");
+    assert_pending!(sleep.poll());
+    tokio::time::advance(Duration::from_millis(10)).await; // 30 ms: the tick after 25 ms
+    tokio::task::yield_now().await; // let the driver run its turn
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+}
