@@ -129,17 +129,23 @@ fn the_driver_ends_when_every_handle_is_gone() {
     assert_eq!(alive_tasks(&rt), base, "the driver ended by itself");
 }
 
-#[test]
-fn built_on_one_runtime_awaited_on_another() {
-    let driver_rt = tokio::runtime::Builder::new_multi_thread()
+/// A timer whose driver runs on a one-worker runtime of its own.
+fn timer_on_its_own_runtime() -> (tokio::runtime::Runtime, Timer) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
     let timer = Timer::builder()
         .tick(TICK)
-        .build_on(driver_rt.handle())
+        .build_on(runtime.handle())
         .unwrap();
+    (runtime, timer)
+}
+
+#[test]
+fn built_on_one_runtime_awaited_on_another() {
+    let (driver_rt, timer) = timer_on_its_own_runtime();
     let other = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap(); // no time driver at all
@@ -197,15 +203,7 @@ fn build_needs_a_runtime_with_time() {
 
 #[test]
 fn a_runtime_shut_down_under_a_live_timer_completes_its_sleeps() {
-    let driver_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let timer = Timer::builder()
-        .tick(TICK)
-        .build_on(driver_rt.handle())
-        .unwrap();
+    let (driver_rt, timer) = timer_on_its_own_runtime();
     let waiter = std::thread::spawn({
         let timer = timer.clone();
         move || futures::executor::block_on(timer.sleep(Duration::from_secs(3600)))
