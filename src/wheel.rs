@@ -193,8 +193,9 @@ impl<T> Wheel<T> {
     }
 
     /// Processes ticks up to and including `to`, handing every entry with
-    /// `tick <= to` to `expire`, and stops early once `limit` entries were handed out
-    /// (after finishing the slot it is in). Returns `true` when `elapsed() == to`.
+    /// `tick <= to` to `expire`, and stops early once `limit` (at least 1) entries were
+    /// handed out, even in the middle of a slot. Returns `true` when `elapsed() == to`;
+    /// `false` means call again to continue.
     ///
     /// Each occupied slot in `(elapsed, to]` is visited at most once per call, even when
     /// `to` is many revolutions ahead, because a visit takes out everything due by `to`.
@@ -207,14 +208,21 @@ impl<T> Wheel<T> {
         // that is due by `to`, so there is no need to go round again for a late `to`.
         let end = to.min(self.elapsed + self.slots() as u64);
         let mut from = self.elapsed + 1;
-        let mut handed = 0;
+        let mut budget = limit.max(1);
         while from <= end {
             let Some(tick) = self.next_occupied(from, end - from + 1) else {
                 break;
             };
-            handed += self.expire_slot(tick, to, &mut expire);
+            let emptied = self.expire_slot(tick, to, &mut budget, &mut expire);
+            if !emptied {
+                // Stopped inside the slot: what is left of it is due at `tick` (a
+                // catch-up within a revolution) or later, and every tick before it
+                // mapped to a slot visited above.
+                self.elapsed = tick - 1;
+                return false;
+            }
             from = tick + 1;
-            if handed >= limit && tick < end {
+            if budget == 0 && tick < end {
                 // Every tick in (elapsed, tick] mapped to a slot visited above.
                 self.elapsed = tick;
                 return false;
@@ -231,22 +239,32 @@ impl<T> Wheel<T> {
         self.entries.drain().map(|entry| entry.value)
     }
 
-    /// Takes every entry with `tick <= to` out of the slot `tick` maps to; returns how many.
-    fn expire_slot(&mut self, tick: u64, to: u64, expire: &mut impl FnMut(T)) -> usize {
+    /// Takes the entries with `tick <= to` out of the slot `tick` maps to, while
+    /// `budget` lasts (decrementing it); returns `false` if it ran out with due entries
+    /// left in the slot.
+    fn expire_slot(
+        &mut self,
+        tick: u64,
+        to: u64,
+        budget: &mut usize,
+        expire: &mut impl FnMut(T),
+    ) -> bool {
         let slot = (tick & self.mask) as usize;
         let mut index = self.heads[slot];
-        let mut count = 0;
         while index != NIL {
             let entry = &self.entries[index as usize];
             let next = entry.next;
             if entry.tick <= to {
+                if *budget == 0 {
+                    return false;
+                }
                 self.unlink(index);
                 expire(self.entries.remove(index as usize).value);
-                count += 1;
+                *budget -= 1;
             }
             index = next;
         }
-        count
+        true
     }
 
     fn get(&self, key: Key) -> Option<&Entry<T>> {
@@ -401,6 +419,24 @@ mod tests {
         assert_eq!(out, vec![1, 2]);
         assert!(wheel.advance(6, usize::MAX, |v| out.push(v)));
         assert_eq!(out, vec![1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn limit_stops_inside_a_slot_and_resumes() {
+        let mut wheel = Wheel::new(8);
+        for v in 0..5 {
+            wheel.insert(3, v).unwrap();
+        }
+        wheel.insert(4, 9).unwrap();
+        let mut out = Vec::new();
+        assert!(!wheel.advance(4, 2, |v| out.push(v)));
+        assert_eq!(out.len(), 2);
+        assert_eq!(wheel.elapsed(), 2, "tick 3 is not done");
+        assert!(!wheel.advance(4, 2, |v| out.push(v)));
+        assert!(wheel.advance(4, 2, |v| out.push(v)));
+        out.sort_unstable();
+        assert_eq!(out, vec![0, 1, 2, 3, 4, 9]);
+        assert_eq!(wheel.elapsed(), 4);
     }
 
     #[test]

@@ -1,0 +1,121 @@
+//! The rows of docs/RELIABILITY.md not already covered by another test file.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use wheel_timer::{Sleep, Timer};
+
+const TICK: Duration = Duration::from_millis(10);
+
+fn timer() -> Timer {
+    Timer::builder().tick(TICK).build().unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn schedule_saturates_huge_delays() {
+    let timer = timer();
+    let now = Instant::now();
+    let max = timer.schedule(Duration::MAX, || unreachable!()).unwrap();
+    assert!(max.deadline() > now + Duration::from_secs(86_400 * 365 * 29));
+    let far = timer
+        .schedule_at(
+            now + Duration::from_secs(86_400 * 365 * 500),
+            || unreachable!(),
+        )
+        .unwrap();
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    assert!(!max.is_expired() && !far.is_expired());
+    assert_eq!(timer.pending(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_every_timer_handle_leaves_pending_sleeps_working() {
+    let timer = timer();
+    let start = Instant::now();
+    let sleeps: Vec<Sleep> = (1..=5)
+        .map(|i| timer.sleep(Duration::from_millis(i * 100)))
+        .collect();
+    drop(timer); // the sleeps hold the timer; nothing is lost
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, sleep) in sleeps.into_iter().enumerate() {
+        tasks.spawn(async move {
+            sleep.await;
+            let requested = Duration::from_millis((i as u64 + 1) * 100);
+            let took = start.elapsed();
+            assert!(took >= requested && took < requested + TICK, "{took:?}");
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_callback_that_schedules_a_million_more() {
+    const MORE: usize = 1_000_000;
+    let timer = timer();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let (t, r) = (timer.clone(), ran.clone());
+    timer
+        .schedule(TICK, move || {
+            for _ in 0..MORE {
+                let r = r.clone();
+                t.schedule(TICK, move || {
+                    r.fetch_add(1, Ordering::Relaxed);
+                })
+                .unwrap()
+                .detach();
+            }
+        })
+        .unwrap()
+        .detach();
+    // A future on the same timer, due while the million fire, is not starved.
+    let start = Instant::now();
+    timer.sleep(TICK * 3).await;
+    assert!(start.elapsed() < TICK * 4);
+    while ran.load(Ordering::Relaxed) < MORE {
+        timer.sleep(TICK).await;
+    }
+    assert_eq!(ran.load(Ordering::Relaxed), MORE);
+    assert_eq!(timer.pending(), 0);
+    assert!(
+        timer.stats().driver_wakeups > MORE as u64 / 4096,
+        "the driver worked in bounded batches"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sleep_polled_from_two_tasks_in_turn_wakes_the_last() {
+    let timer = timer();
+    let sleep = Arc::new(Mutex::new(timer.sleep(Duration::from_millis(50))));
+    let woke = Arc::new(Mutex::new(Vec::new()));
+    // Task A polls first, then task B takes over; only B should be woken at the tick.
+    let poller = |name: &'static str| {
+        let (sleep, woke) = (sleep.clone(), woke.clone());
+        futures::future::poll_fn(move |cx| {
+            let mut sleep = sleep.lock().unwrap();
+            match std::pin::Pin::new(&mut *sleep).poll(cx) {
+                std::task::Poll::Ready(()) => {
+                    woke.lock().unwrap().push(name);
+                    std::task::Poll::Ready(())
+                }
+                std::task::Poll::Pending => std::task::Poll::Pending,
+            }
+        })
+    };
+    let mut a = tokio_test::task::spawn(poller("a"));
+    let mut b = tokio_test::task::spawn(poller("b"));
+    assert!(a.poll().is_pending());
+    assert!(b.poll().is_pending());
+    assert_eq!(timer.pending(), 1, "one registration for both");
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    assert!(!a.is_woken(), "the replaced waker is not woken");
+    assert!(b.is_woken());
+    assert!(b.poll().is_ready());
+    assert!(a.poll().is_ready(), "and A sees it elapsed when it polls");
+    assert_eq!(*woke.lock().unwrap(), ["b", "a"]);
+}
+
+use std::future::Future as _;
