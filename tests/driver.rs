@@ -145,7 +145,7 @@ fn timer_on_its_own_runtime() -> (tokio::runtime::Runtime, Timer) {
 
 #[test]
 fn built_on_one_runtime_awaited_on_another() {
-    let (driver_rt, timer) = timer_on_its_own_runtime();
+    let (_driver_rt, timer) = timer_on_its_own_runtime();
     let other = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap(); // no time driver at all
