@@ -11,6 +11,9 @@ use crate::{Error, Timer};
 /// The largest wheel: 2^20 slots (4 MiB of list heads).
 const MAX_WHEEL_SIZE: usize = 1 << 20;
 
+/// The most shards a timer has; it has one per core up to this.
+pub(crate) const MAX_SHARDS: usize = 64;
+
 /// Configures and starts a [`Timer`].
 ///
 /// | setting | default | range |
@@ -125,6 +128,8 @@ impl fmt::Debug for Executor {
 pub(crate) struct Config {
     pub(crate) tick: Duration,
     pub(crate) wheel_size: usize,
+    /// Independent wheels, each with its own lock: one per core.
+    pub(crate) shards: usize,
     pub(crate) max_pending: usize,
     pub(crate) executor: Executor,
 }
@@ -262,6 +267,9 @@ impl Builder {
         Ok(Config {
             tick: self.tick,
             wheel_size: self.wheel_size.next_power_of_two(),
+            shards: std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(MAX_SHARDS),
             max_pending: self.max_pending,
             executor: self.executor,
         })

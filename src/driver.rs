@@ -1,8 +1,9 @@
-//! The tick task, and the one lock every timer of a [`Timer`](crate::Timer) shares.
+//! The tick task, and the sharded wheels every timer of a [`Timer`](crate::Timer)
+//! shares.
 //!
 //! Everything that knows about time, locking or waking lives here; the
-//! [`wheel`](crate::wheel) it drives knows none of it. Futures reach the wheel only
-//! through [`Shared`]'s methods, which keep the lock short and never wake a waker,
+//! [`wheel`](crate::wheel) it drives knows none of it. Futures reach the wheels only
+//! through [`Shared`]'s methods, which keep each lock short and never wake a waker,
 //! or drop one, while holding it.
 //!
 //! # Implementation
@@ -22,9 +23,16 @@
 //! ticks; when it is further away, the interval is reset to that slot's tick, and with
 //! nothing pending the driver waits on a [`Notify`] alone: no wakeups while idle.
 //!
+//! There is one wheel per core (`Shard`), each under its own lock; a thread registers
+//! in its own shard, and a timer remembers which (`Registration`), so threads that
+//! register and cancel at once rarely touch the same lock or cache line. The driver
+//! advances every shard to the same tick. (With one lock, 1000 tasks on two workers
+//! spent a fifth of their time waiting for it: churn-mt went from 359 to ~130 ns.)
+//!
 //! A registration wakes the driver only if it is due before the tick the driver is
-//! parked until (`State::parked_until`), so the common case of a deadline later than
-//! ones already pending costs no wakeup at all.
+//! parked until (`Shared::parked_until`), so the common case of a deadline later than
+//! ones already pending costs no wakeup at all; [`Shared::park`] explains why none is
+//! missed.
 //!
 //! The driver holds only a `Weak` to [`Shared`] while it waits, so when the last
 //! `Timer` clone and the last future holding one are dropped, `Shared` drops,
@@ -34,7 +42,7 @@ use std::fmt;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64 as StdAtomicU64, AtomicUsize as StdAtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, Weak};
 use std::task::{Poll, Waker};
 use std::time::Duration;
@@ -44,7 +52,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use crate::builder::Config;
 use crate::scheduled::{mark_cancelled, mark_expired, mark_unfired, run_caught, Job, TaskRef};
-use crate::sync::{AtomicU64, Mutex, MutexGuard};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 use crate::wheel::{InsertError, Key, Wheel, MAX_ENTRIES, MAX_TICK};
 use crate::{Error, Executor, Stats, Unfired};
 
@@ -125,57 +133,55 @@ impl fmt::Debug for Payload {
     }
 }
 
-/// The lock-protected part of [`Shared`].
-struct State {
-    wheel: Wheel<Payload>,
-    /// How many entries of `wheel` are callbacks (the count `max_pending` bounds).
-    callbacks: usize,
-    /// Expired callbacks a custom executor dropped unrun; the driver runs them inline.
-    rejected: Vec<TaskRef>,
-    /// The tick the driver will next process unprompted: `u64::MAX` when it waits for
-    /// a registration, `0` while it is busy (so nobody notifies it). A registration due
-    /// before it must notify the driver.
-    parked_until: u64,
-    /// Set by shutdown or when the driver's runtime drops it; from then on nothing
-    /// registers and every future completes at once.
-    shutdown: bool,
-    /// The timer itself, held while a detached callback may be pending: such a
-    /// callback has no handle to keep the timer alive, yet must run. Released (outside
-    /// the lock) when no callback is pending.
-    keep_alive: Option<Arc<Shared>>,
+/// Where a registered timer is: its shard and its key in that shard's wheel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Registration {
+    shard: u16,
+    key: Key,
 }
 
-impl State {
-    /// Counts a callback out of the wheel; returns the keep-alive to drop (after the
-    /// lock is released) if it was the last.
-    #[must_use]
-    fn callback_gone(&mut self) -> Option<Arc<Shared>> {
-        self.callbacks -= 1;
-        if self.callbacks == 0 {
-            self.keep_alive.take()
-        } else {
-            None
-        }
-    }
+/// One wheel and its lock. Registrations go to the shard of the registering thread, so
+/// threads registering and cancelling at once rarely share a lock or a cache line; the
+/// driver turns every shard.
+#[repr(align(128))] // one shard per cache line pair, against false sharing
+struct Shard {
+    wheel: Mutex<Wheel<Payload>>,
+    /// `wheel.elapsed()`, mirrored after every change under the lock, so a future can
+    /// learn it has fired without taking the lock; `u64::MAX` once shut down.
+    elapsed: AtomicU64,
 }
 
 /// Statistics the driver keeps, for tests and benchmarks.
 #[derive(Debug, Default)]
 struct Counters {
-    wakeups: AtomicU64,
-    fired: AtomicU64,
-    panics: AtomicU64,
-    rejections: AtomicU64,
+    wakeups: StdAtomicU64,
+    fired: StdAtomicU64,
+    panics: StdAtomicU64,
+    rejections: StdAtomicU64,
 }
 
-/// What every handle of one timer shares: the wheel under its lock, the clock, and
-/// the way to wake the driver.
+/// What every handle of one timer shares: the sharded wheel, the clock, and the way to
+/// wake the driver.
 pub(crate) struct Shared {
-    state: Mutex<State>,
-    /// `wheel.elapsed()`, mirrored after every change under the lock, so a future can
-    /// learn it has fired without taking the lock; `u64::MAX` once shut down.
-    elapsed: AtomicU64,
+    shards: Box<[Shard]>,
+    /// The tick the driver will next process unprompted: `u64::MAX` when it waits for a
+    /// registration, `0` while it is busy. A registration due before it notifies the
+    /// driver. See [`Shared::park`] for why no registration can be missed.
+    parked_until: AtomicU64,
+    /// Set by shutdown or when the driver's runtime drops it, before the shards are
+    /// drained; read under a shard's lock. From then on nothing registers and every
+    /// future completes at once.
+    shutdown: AtomicBool,
+    /// Pending callbacks in all shards (the count `max_pending` bounds).
+    callbacks: AtomicUsize,
+    /// The timer itself, held while a detached callback may be pending: such a
+    /// callback has no handle to keep the timer alive, yet must run. Released (outside
+    /// the lock) when no callback is pending.
+    keep_alive: Mutex<Option<Arc<Shared>>>,
+    /// Expired callbacks an executor dropped unrun; the driver runs them inline.
+    rejected: Mutex<Vec<TaskRef>>,
     pub(crate) clock: Clock,
+    wheel_size: usize,
     max_pending: usize,
     executor: Executor,
     /// Where `Spawn` and `Blocking` callbacks go; `None` only in loom models, which
@@ -191,6 +197,7 @@ impl fmt::Debug for Shared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Shared")
             .field("clock", &self.clock)
+            .field("shards", &self.shards.len())
             .field("executor", &self.executor)
             .finish_non_exhaustive()
     }
@@ -198,76 +205,133 @@ impl fmt::Debug for Shared {
 
 /// Outcome of a registration attempt.
 pub(crate) enum Registered {
-    /// In the wheel under this key.
-    Pending(Key),
+    /// In the wheel here.
+    Pending(Registration),
     /// Due already (or the timer is shut down): complete now.
     Due,
 }
 
+/// Gives each thread a shard index: threads are numbered in the order they first
+/// register, so a runtime's workers land on different shards.
+fn thread_shard() -> usize {
+    static NEXT: StdAtomicUsize = StdAtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    SHARD.with(|shard| *shard)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing user-supplied runs under these locks except `Waker::clone`, done before
+    // any state changes, so a poisoned lock still guards consistent state.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // Nothing user-supplied runs under the lock except `Waker::clone`, done before
-        // any state changes, so a poisoned lock still guards consistent state.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The shared state alone, without a driver task.
+    pub(crate) fn new(config: Config, runtime: Option<tokio::runtime::Handle>) -> Arc<Shared> {
+        let shards = (0..config.shards)
+            .map(|_| Shard {
+                wheel: Mutex::new(Wheel::new(config.wheel_size)),
+                elapsed: AtomicU64::new(0),
+            })
+            .collect();
+        Arc::new(Shared {
+            shards,
+            parked_until: AtomicU64::new(u64::MAX),
+            shutdown: AtomicBool::new(false),
+            callbacks: AtomicUsize::new(0),
+            keep_alive: Mutex::new(None),
+            rejected: Mutex::new(Vec::new()),
+            clock: Clock::new(Instant::now(), config.tick),
+            wheel_size: config.wheel_size,
+            max_pending: config.max_pending,
+            executor: config.executor,
+            runtime,
+            notify: Arc::new(Notify::new()),
+            stopped: watch::Sender::new(false),
+            counters: Counters::default(),
+        })
     }
 
-    /// Whether everything due by `tick` has been fired (lock-free).
-    pub(crate) fn has_fired(&self, tick: u64) -> bool {
-        tick <= self.elapsed.load(Ordering::Acquire)
+    fn shard(&self, reg: Registration) -> &Shard {
+        &self.shards[usize::from(reg.shard)]
+    }
+
+    /// The shard of the calling thread.
+    fn local(&self) -> (u16, &Shard) {
+        let index = thread_shard() % self.shards.len();
+        // At most `builder::MAX_SHARDS` shards, so the index fits.
+        (index as u16, &self.shards[index])
+    }
+
+    /// Whether `reg`, due at `tick`, has certainly fired (lock-free).
+    pub(crate) fn has_fired(&self, reg: Registration, tick: u64) -> bool {
+        tick <= self.shard(reg).elapsed.load(Ordering::Acquire)
     }
 
     /// Registers a future's waker for `tick`.
     pub(crate) fn register(&self, tick: u64, waker: &Waker) -> Registered {
-        let mut state = self.lock();
-        if state.shutdown {
+        let (index, shard) = self.local();
+        let mut wheel = lock(&shard.wheel);
+        if self.shutdown.load(Ordering::SeqCst) {
             return Registered::Due;
         }
-        match state.wheel.insert(tick, Payload::Wake(waker.clone())) {
+        match wheel.insert(tick, Payload::Wake(waker.clone())) {
             Ok(key) => {
-                self.notify_if_earlier(state, tick);
-                Registered::Pending(key)
+                drop(wheel);
+                self.notify_if_earlier(tick);
+                Registered::Pending(Registration { shard: index, key })
             }
-            // Entries are ~40 bytes and the wheel holds 2^32 - 1 of them; a futures
+            // Entries are ~48 bytes and a shard holds 2^32 - 1 of them; a future's
             // registration that would overflow it completes instead of panicking.
             Err((_, InsertError::Elapsed | InsertError::Full)) => Registered::Due,
         }
     }
 
-    /// Registers a callback due at `deadline`.
-    pub(crate) fn schedule(&self, task: TaskRef) -> Result<Key, Error> {
-        // Due already: run on the next tick rather than on the caller's stack.
+    /// Registers a callback due at its deadline.
+    pub(crate) fn schedule(&self, task: TaskRef) -> Result<Registration, Error> {
         let tick = self.clock.tick_at(task.deadline());
-        let mut state = self.lock();
-        if state.shutdown {
-            return Err(Error::Shutdown);
-        }
-        if state.callbacks >= self.max_pending {
+        if self.callbacks.fetch_add(1, Ordering::SeqCst) >= self.max_pending {
+            self.callback_gone();
             return Err(Error::AtCapacity {
                 max: self.max_pending,
             });
         }
-        let tick = tick.max(state.wheel.elapsed() + 1);
-        match state.wheel.insert(tick, Payload::Callback(task)) {
+        let (index, shard) = self.local();
+        let mut wheel = lock(&shard.wheel);
+        if self.shutdown.load(Ordering::SeqCst) {
+            drop(wheel);
+            self.callback_gone();
+            return Err(Error::Shutdown);
+        }
+        // Due already: run on the next tick rather than on the caller's stack.
+        let tick = tick.max(wheel.elapsed() + 1);
+        match wheel.insert(tick, Payload::Callback(task)) {
             Ok(key) => {
-                state.callbacks += 1;
-                self.notify_if_earlier(state, tick);
-                Ok(key)
+                drop(wheel);
+                self.notify_if_earlier(tick);
+                Ok(Registration { shard: index, key })
             }
-            Err(_) => Err(Error::AtCapacity {
-                max: MAX_ENTRIES.min(self.max_pending),
-            }),
+            Err(_) => {
+                drop(wheel);
+                self.callback_gone();
+                Err(Error::AtCapacity {
+                    max: MAX_ENTRIES.min(self.max_pending),
+                })
+            }
         }
     }
 
-    /// Replaces the waker of `key` unless it would wake the same task. Returns `false`
+    /// Replaces the waker of `reg` unless it would wake the same task. Returns `false`
     /// if the entry has fired.
-    pub(crate) fn update_waker(&self, key: Key, waker: &Waker) -> bool {
-        let mut state = self.lock();
-        match state.wheel.get_mut(key) {
+    pub(crate) fn update_waker(&self, reg: Registration, waker: &Waker) -> bool {
+        let mut wheel = lock(&self.shard(reg).wheel);
+        match wheel.get_mut(reg.key) {
             Some(Payload::Wake(stored)) => {
                 if !stored.will_wake(waker) {
                     let old = std::mem::replace(stored, waker.clone());
-                    drop(state);
+                    drop(wheel);
                     drop(old);
                 }
                 true
@@ -277,56 +341,72 @@ impl Shared {
     }
 
     /// Removes a future's entry if it is still pending.
-    pub(crate) fn cancel(&self, key: Key) {
-        let removed = self.lock().wheel.remove(key);
+    pub(crate) fn cancel(&self, reg: Registration) {
+        let removed = lock(&self.shard(reg).wheel).remove(reg.key);
         // Dropped here, after the lock: dropping a waker can run arbitrary code.
         drop(removed);
     }
 
     /// Removes a callback if it is still pending. Returns whether it was: exactly one of
     /// this returning `true` and the driver taking the callback out can happen, as
-    /// both take it out of the wheel under the lock.
-    pub(crate) fn cancel_callback(&self, key: Key) -> bool {
-        let mut state = self.lock();
-        let Some(payload) = state.wheel.remove(key) else {
+    /// both take it out of the wheel under the shard's lock.
+    pub(crate) fn cancel_callback(&self, reg: Registration) -> bool {
+        let mut wheel = lock(&self.shard(reg).wheel);
+        let Some(payload) = wheel.remove(reg.key) else {
             return false;
         };
-        let mut release = None;
         if let Payload::Callback(task) = &payload {
             mark_cancelled(task);
-            release = state.callback_gone();
         }
-        drop(state);
+        drop(wheel);
         // The closure is dropped here, after the lock: its captures may do anything.
-        drop((payload, release));
+        drop(payload);
+        self.callback_gone();
         true
+    }
+
+    /// A callback left the wheel: count it out, and release the keep-alive with the
+    /// last one.
+    fn callback_gone(&self) {
+        self.callbacks_gone(1);
+    }
+
+    fn callbacks_gone(&self, n: usize) {
+        if n > 0 && self.callbacks.fetch_sub(n, Ordering::SeqCst) == n {
+            // Taken out under the lock, dropped after it: it may be the last reference.
+            let release = lock(&self.keep_alive).take();
+            drop(release);
+        }
     }
 
     /// A callback's handle was detached: keep the timer alive until no callback is
     /// pending, since that one has nothing else keeping it.
     pub(crate) fn detach(self: &Arc<Self>) {
-        let mut state = self.lock();
-        if state.callbacks > 0 && state.keep_alive.is_none() {
-            state.keep_alive = Some(self.clone());
+        let mut keep_alive = lock(&self.keep_alive);
+        // Checked under the keep-alive lock, which `callbacks_gone` takes after the
+        // count reaches zero: either it sees our Arc, or we see zero.
+        if self.callbacks.load(Ordering::SeqCst) > 0 && keep_alive.is_none() {
+            *keep_alive = Some(self.clone());
         }
     }
 
-    /// Whether `key` is still in the wheel.
-    pub(crate) fn is_pending(&self, key: Key) -> bool {
-        self.lock().wheel.contains(key)
+    /// Whether `reg` is still in the wheel.
+    pub(crate) fn is_pending(&self, reg: Registration) -> bool {
+        lock(&self.shard(reg).wheel).contains(reg.key)
     }
 
-    /// Moves `key` to `tick`. Returns `false` (and wakes the entry's task) when the
+    /// Moves `reg` to `tick`. Returns `false` (and wakes the entry's task) when the
     /// entry has already fired or `tick` has already been processed.
-    pub(crate) fn reschedule(&self, key: Key, tick: u64) -> bool {
-        let mut state = self.lock();
-        match state.wheel.reschedule(key, tick) {
+    pub(crate) fn reschedule(&self, reg: Registration, tick: u64) -> bool {
+        let mut wheel = lock(&self.shard(reg).wheel);
+        match wheel.reschedule(reg.key, tick) {
             Ok(()) => {
-                self.notify_if_earlier(state, tick);
+                drop(wheel);
+                self.notify_if_earlier(tick);
                 true
             }
             Err(fired) => {
-                drop(state);
+                drop(wheel);
                 if let Some(Payload::Wake(waker)) = fired {
                     waker.wake();
                 }
@@ -335,17 +415,22 @@ impl Shared {
         }
     }
 
-    /// Number of entries in the wheel.
+    /// Number of entries in all shards.
     pub(crate) fn pending(&self) -> usize {
-        self.lock().wheel.len()
+        self.shards.iter().map(|s| lock(&s.wheel).len()).sum()
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn parked_until(&self) -> u64 {
+        self.parked_until.load(Ordering::SeqCst)
     }
 
     pub(crate) fn wheel_size(&self) -> usize {
-        self.lock().wheel.slots()
+        self.wheel_size
     }
 
     pub(crate) fn is_shutdown(&self) -> bool {
-        self.lock().shutdown
+        self.shutdown.load(Ordering::SeqCst)
     }
 
     pub(crate) fn stats(&self) -> Stats {
@@ -366,26 +451,24 @@ impl Shared {
     /// driver runs it inline on its next turn (or here, if the timer is shut down).
     pub(crate) fn reject(&self, task: TaskRef) {
         self.counters.rejections.fetch_add(1, Ordering::Relaxed);
-        let mut state = self.lock();
-        if state.shutdown {
-            drop(state);
+        let mut rejected = lock(&self.rejected);
+        if self.is_shutdown() {
+            drop(rejected);
             if !run_caught(&task) {
                 self.count_panic();
             }
             return;
         }
-        state.rejected.push(task);
-        state.parked_until = 0;
-        drop(state);
+        rejected.push(task);
+        drop(rejected);
         self.notify.notify_one();
     }
 
-    /// Records that something is due at `tick` and releases the lock; notifies the
-    /// driver if it is parked until later.
-    fn notify_if_earlier(&self, mut state: MutexGuard<'_, State>, tick: u64) {
-        if tick < state.parked_until {
-            state.parked_until = tick;
-            drop(state);
+    /// Notifies the driver if it is parked until after `tick`. Called after the entry
+    /// is in its shard (see [`Shared::park`]).
+    fn notify_if_earlier(&self, tick: u64) {
+        if tick < self.parked_until.load(Ordering::SeqCst) {
+            self.parked_until.fetch_min(tick, Ordering::SeqCst);
             self.notify.notify_one();
         }
     }
@@ -393,15 +476,16 @@ impl Shared {
     /// Stops the timer: nothing registers any more, every pending future wakes and
     /// completes, and the callbacks that never ran are returned. Idempotent.
     pub(crate) fn shutdown(&self) -> Vec<Unfired> {
-        let mut state = self.lock();
-        state.shutdown = true;
-        state.callbacks = 0;
-        let release = state.keep_alive.take();
-        let drained: Vec<Payload> = state.wheel.drain().collect();
-        let rejected = std::mem::take(&mut state.rejected);
-        self.elapsed.store(u64::MAX, Ordering::Release);
-        drop(state);
-        drop(release);
+        // Set before draining: a registration that takes a shard's lock after its
+        // drain sees it.
+        self.shutdown.store(true, Ordering::SeqCst);
+        let mut drained = Vec::new();
+        for shard in self.shards.iter() {
+            let mut wheel = lock(&shard.wheel);
+            drained.extend(wheel.drain());
+            shard.elapsed.store(u64::MAX, Ordering::Release);
+        }
+        let rejected = std::mem::take(&mut *lock(&self.rejected));
         self.notify.notify_one();
         let mut unfired = Vec::new();
         for payload in drained {
@@ -413,6 +497,7 @@ impl Shared {
                 }
             }
         }
+        self.callbacks_gone(unfired.len());
         // Expired, handed back by their executor, not yet run: they never ran either.
         unfired.extend(rejected.into_iter().map(Unfired::new));
         unfired
@@ -421,22 +506,23 @@ impl Shared {
     /// The driver's runtime dropped it: complete every future (nothing would ever wake
     /// them), refuse new callbacks, and keep pending ones for `shutdown` to return.
     fn driver_lost(&self) {
-        let mut state = self.lock();
-        state.shutdown = true;
+        self.shutdown.store(true, Ordering::SeqCst);
         let mut wakers = Vec::new();
-        let mut keep = Vec::new();
-        for payload in state.wheel.drain() {
-            match payload {
-                Payload::Wake(waker) => wakers.push(waker),
-                callback => keep.push(callback),
+        for shard in self.shards.iter() {
+            let mut wheel = lock(&shard.wheel);
+            let mut keep = Vec::new();
+            for payload in wheel.drain() {
+                match payload {
+                    Payload::Wake(waker) => wakers.push(waker),
+                    callback => keep.push(callback),
+                }
             }
+            // Re-inserted so shutdown() can still return them.
+            for payload in keep {
+                let _ = wheel.insert(MAX_TICK, payload);
+            }
+            shard.elapsed.store(u64::MAX, Ordering::Release);
         }
-        // Re-insert the callbacks so shutdown() can still return them.
-        for payload in keep {
-            let _ = state.wheel.insert(MAX_TICK, payload);
-        }
-        self.elapsed.store(u64::MAX, Ordering::Release);
-        drop(state);
         for waker in wakers {
             waker.wake();
         }
@@ -450,58 +536,83 @@ impl Shared {
     }
 
     /// One turn of the driver: processes every tick the clock has passed (at most
-    /// [`BATCH`] expirations), then, outside the lock, wakes the futures and dispatches
-    /// the callbacks that fired.
+    /// [`BATCH`] expirations per shard), then, outside the locks, wakes the futures and
+    /// dispatches the callbacks that fired.
     fn turn(self: &Arc<Self>, expired: &mut Vec<Payload>) -> Turn {
         self.turn_to(self.clock.tick_now(Instant::now()), expired)
     }
 
     /// [`turn`](Shared::turn) as if the clock had reached the end of tick `now`.
     pub(crate) fn turn_to(self: &Arc<Self>, now: u64, expired: &mut Vec<Payload>) -> Turn {
-        let mut guard = self.lock();
-        let state = &mut *guard;
-        if state.shutdown {
+        if self.is_shutdown() {
             return Turn::Exit;
         }
-        let mut fired_callbacks = 0;
-        let done = state.wheel.advance(now, BATCH, |payload| {
-            if let Payload::Callback(task) = &payload {
-                mark_expired(task);
-                fired_callbacks += 1;
-            }
-            expired.push(payload);
-        });
-        // The caller holds an `Arc` too, so this cannot be the last reference.
-        let mut release = None;
-        if fired_callbacks > 0 {
-            state.callbacks -= fired_callbacks - 1;
-            release = state.callback_gone();
+        // Busy: registrations need not notify until we park again.
+        self.parked_until.store(0, Ordering::SeqCst);
+        let mut done = true;
+        for shard in self.shards.iter() {
+            let mut wheel = lock(&shard.wheel);
+            done &= wheel.advance(now, BATCH, |payload| {
+                // Marked under the lock that took it out: from here on `cancel` returns
+                // false and `is_expired` true, with no moment in between.
+                if let Payload::Callback(task) = &payload {
+                    mark_expired(task);
+                }
+                expired.push(payload);
+            });
+            shard.elapsed.store(wheel.elapsed(), Ordering::Release);
         }
-        let rejected = std::mem::take(&mut state.rejected);
-        self.elapsed.store(state.wheel.elapsed(), Ordering::Release);
-        let turn = if done {
-            let next = state.wheel.next_expiration();
-            state.parked_until = next.unwrap_or(u64::MAX);
-            Turn::Park { now, next }
-        } else {
-            state.parked_until = 0;
-            Turn::Again
-        };
-        drop(guard);
-        drop(release);
+        let rejected = std::mem::take(&mut *lock(&self.rejected));
+        let mut fired_callbacks = 0;
         self.counters
             .fired
             .fetch_add(expired.len() as u64, Ordering::Relaxed);
         for payload in expired.drain(..) {
             match payload {
                 Payload::Wake(waker) => waker.wake(),
-                Payload::Callback(task) => self.dispatch(task),
+                Payload::Callback(task) => {
+                    fired_callbacks += 1;
+                    self.dispatch(task);
+                }
             }
         }
         for task in rejected {
             self.run_inline(&task);
         }
-        turn
+        self.callbacks_gone(fired_callbacks);
+        if !done {
+            return Turn::Again;
+        }
+        Turn::Park {
+            now,
+            next: self.park(),
+        }
+    }
+
+    /// Publishes the tick the driver will wake at and returns it.
+    ///
+    /// A registration inserts into its shard, then reads `parked_until`; the driver
+    /// stores `parked_until`, then reads every shard. With both sides sequentially
+    /// consistent, at least one sees the other: either the registration sees the new
+    /// value (and notifies if it is earlier), or the second scan here sees the entry.
+    fn park(&self) -> Option<u64> {
+        // `u64::MAX` stands for "nothing pending" (`None` would sort first).
+        let next = self.next_expiration().unwrap_or(u64::MAX);
+        self.parked_until.store(next, Ordering::SeqCst);
+        let again = self.next_expiration().unwrap_or(u64::MAX);
+        // Only ever earlier: an entry cancelled in between just costs a spurious wakeup.
+        let park = next.min(again);
+        if park < next {
+            self.parked_until.fetch_min(park, Ordering::SeqCst);
+        }
+        (park != u64::MAX).then_some(park)
+    }
+
+    fn next_expiration(&self) -> Option<u64> {
+        self.shards
+            .iter()
+            .filter_map(|s| lock(&s.wheel).next_expiration())
+            .min()
     }
 
     /// Hands an expired callback to the configured executor.
@@ -549,14 +660,13 @@ impl Drop for Shared {
     fn drop(&mut self) {
         // The last handle is gone: let the driver see that and end.
         self.notify.notify_one();
-        let state = self.lock();
-        if state.callbacks > 0 {
+        let callbacks = self.callbacks.load(Ordering::SeqCst);
+        if callbacks > 0 {
             // Only reachable when the driver's runtime shut down first and nobody called
             // shutdown() to collect them; say so rather than lose them silently.
             eprintln!(
-                "wheel-timer: dropping {} pending callbacks: the timer's runtime shut down \
-                 and no handle was left to call Timer::shutdown()",
-                state.callbacks
+                "wheel-timer: dropping {callbacks} pending callbacks: the timer's runtime \
+                 shut down and no handle was left to call Timer::shutdown()"
             );
         }
     }
@@ -602,30 +712,6 @@ pub(crate) fn start(
     Ok(shared)
 }
 
-impl Shared {
-    /// The shared state alone, without a driver task.
-    pub(crate) fn new(config: Config, runtime: Option<tokio::runtime::Handle>) -> Arc<Shared> {
-        Arc::new(Shared {
-            state: Mutex::new(State {
-                wheel: Wheel::new(config.wheel_size),
-                callbacks: 0,
-                rejected: Vec::new(),
-                parked_until: u64::MAX,
-                shutdown: false,
-                keep_alive: None,
-            }),
-            elapsed: AtomicU64::new(0),
-            clock: Clock::new(Instant::now(), config.tick),
-            max_pending: config.max_pending,
-            executor: config.executor,
-            runtime,
-            notify: Arc::new(Notify::new()),
-            stopped: watch::Sender::new(false),
-            counters: Counters::default(),
-        })
-    }
-}
-
 /// Marks the driver stopped when its task ends, and completes every pending future if
 /// the task is dropped before it ends by itself (its runtime shut down), so that no
 /// task elsewhere waits forever.
@@ -667,7 +753,7 @@ async fn run(weak: Weak<Shared>, notify: Arc<Notify>, mut interval: Interval) {
             Turn::Park { now, next } => (now, next),
         };
         // Hold only the `Weak` while waiting, so that dropping the last handle ends
-        // the driver (detached callbacks hold the timer through `State::keep_alive`).
+        // the driver (detached callbacks hold the timer through `Shared::keep_alive`).
         drop(shared);
         let notified = pin!(notify.notified());
         match next {

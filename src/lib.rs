@@ -74,7 +74,8 @@
 //!   their absolute due tick (so long deadlines simply wait out extra revolutions), a
 //!   generation in every key so stale keys are inert, and an occupancy bitmap to find
 //!   the next non-empty slot. Tested against a `BTreeMap` model with proptest.
-//! * `driver.rs` — the one lock and the tick task: maps instants to ticks (deadlines
+//! * `driver.rs` — the locks and the tick task: one wheel per core, each under its own
+//!   lock, a thread registering in its own; maps instants to ticks (deadlines
 //!   round up, the clock rounds down: never early), awaits a
 //!   `tokio::time::Interval` with `MissedTickBehavior::Skip`, catches up on every tick
 //!   the clock has passed when woken late, parks without ticking when nothing is near,
@@ -144,6 +145,13 @@ pub mod loom_hooks {
     pub fn turn(timer: &Timer, now: u64) {
         let mut expired = Vec::new();
         let _: Turn = timer.shared.turn_to(now, &mut expired);
+    }
+
+    /// The tick the driver would sleep until after its last turn (`u64::MAX`: until
+    /// notified). No lost wakeup means this is never after a pending entry's tick,
+    /// unless the driver was notified.
+    pub fn parked_until(timer: &Timer) -> u64 {
+        timer.shared.parked_until()
     }
 
     /// The synchronous part of `Timer::shutdown` (the rest waits for the driver task,

@@ -17,9 +17,8 @@ use std::sync::{Arc, PoisonError, Weak};
 
 use tokio::time::Instant;
 
-use crate::driver::Shared;
+use crate::driver::{Registration, Shared};
 use crate::sync::{AtomicU8, Mutex};
-use crate::wheel::Key;
 use crate::Timer;
 
 const SCHEDULED: u8 = 0;
@@ -173,14 +172,14 @@ pub struct Scheduled {
 
 struct Handle {
     timer: Timer,
-    key: Key,
+    reg: Registration,
     task: TaskRef,
 }
 
 impl Scheduled {
-    pub(crate) fn new(timer: Timer, key: Key, task: TaskRef) -> Scheduled {
+    pub(crate) fn new(timer: Timer, reg: Registration, task: TaskRef) -> Scheduled {
         Scheduled {
-            inner: Some(Handle { timer, key, task }),
+            inner: Some(Handle { timer, reg, task }),
         }
     }
 
@@ -195,7 +194,7 @@ impl Scheduled {
     /// [`Timer::shutdown`](crate::Timer::shutdown).
     pub fn cancel(&self) -> bool {
         let handle = self.handle();
-        handle.timer.shared.cancel_callback(handle.key)
+        handle.timer.shared.cancel_callback(handle.reg)
     }
 
     /// Lets the callback run even though this handle is dropped. The timer's driver
@@ -226,7 +225,7 @@ impl Scheduled {
 impl Drop for Scheduled {
     fn drop(&mut self) {
         if let Some(handle) = &self.inner {
-            handle.timer.shared.cancel_callback(handle.key);
+            handle.timer.shared.cancel_callback(handle.reg);
         }
     }
 }

@@ -7,8 +7,7 @@ use std::task::{Context, Poll};
 
 use tokio::time::Instant;
 
-use crate::driver::Registered;
-use crate::wheel::Key;
+use crate::driver::{Registered, Registration};
 use crate::Timer;
 
 /// A future that completes at its deadline, at most one tick late.
@@ -60,8 +59,8 @@ pub struct Sleep {
 enum State {
     /// Not in the wheel: never polled, or reset after firing.
     Idle,
-    /// In the wheel under `key`, due at `tick`.
-    Registered { key: Key, tick: u64 },
+    /// In the wheel at `reg`, due at `tick`.
+    Registered { reg: Registration, tick: u64 },
     /// Fired.
     Elapsed,
 }
@@ -88,8 +87,8 @@ impl Sleep {
         match self.state {
             State::Idle => false,
             State::Elapsed => true,
-            State::Registered { key, tick } => {
-                self.timer.shared.has_fired(tick) || !self.timer.shared.is_pending(key)
+            State::Registered { reg, tick } => {
+                self.timer.shared.has_fired(reg, tick) || !self.timer.shared.is_pending(reg)
             }
         }
     }
@@ -104,9 +103,9 @@ impl Sleep {
         let tick = self.timer.shared.clock.tick_at(deadline);
         self.state = match self.state {
             State::Idle | State::Elapsed => State::Idle,
-            State::Registered { key, .. } => {
-                if self.timer.shared.reschedule(key, tick) {
-                    State::Registered { key, tick }
+            State::Registered { reg, .. } => {
+                if self.timer.shared.reschedule(reg, tick) {
+                    State::Registered { reg, tick }
                 } else {
                     // Fired already, or the new deadline has passed: register afresh on
                     // the next poll (the waker, if any, was woken to bring that poll).
@@ -133,12 +132,12 @@ impl Future for Sleep {
             State::Idle => {
                 let tick = shared.clock.tick_at(this.deadline);
                 match shared.register(tick, cx.waker()) {
-                    Registered::Pending(key) => this.state = State::Registered { key, tick },
+                    Registered::Pending(reg) => this.state = State::Registered { reg, tick },
                     Registered::Due => this.state = State::Elapsed,
                 }
             }
-            State::Registered { key, tick } => {
-                if shared.has_fired(tick) || !shared.update_waker(key, cx.waker()) {
+            State::Registered { reg, tick } => {
+                if shared.has_fired(reg, tick) || !shared.update_waker(reg, cx.waker()) {
                     this.state = State::Elapsed;
                 }
             }
@@ -152,9 +151,9 @@ impl Future for Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        if let State::Registered { key, tick } = self.state {
-            if !self.timer.shared.has_fired(tick) {
-                self.timer.shared.cancel(key);
+        if let State::Registered { reg, tick } = self.state {
+            if !self.timer.shared.has_fired(reg, tick) {
+                self.timer.shared.cancel(reg);
             }
         }
     }

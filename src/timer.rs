@@ -244,8 +244,8 @@ impl Timer {
         F: FnOnce() + Send + 'static,
     {
         let task = scheduled::task(deadline, f);
-        let key = self.shared.schedule(task.clone())?;
-        Ok(Scheduled::new(self.clone(), key, task))
+        let reg = self.shared.schedule(task.clone())?;
+        Ok(Scheduled::new(self.clone(), reg, task))
     }
 
     /// Stops the timer and returns every callback that never ran.

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::thread;
-use wheel_timer::loom_hooks::{shutdown, timer, turn};
+use wheel_timer::loom_hooks::{parked_until, shutdown, timer, turn};
 use wheel_timer::{Error, Instant, Sleep};
 
 const TICK: Duration = Duration::from_millis(10);
@@ -85,6 +85,31 @@ fn registration_vs_tick_loses_no_wakeup() {
         assert!(first.is_ready() || woken.0.load(Ordering::SeqCst));
         assert!(poll(&mut sleep, &waker).is_ready());
         assert_eq!(timer.pending(), 0);
+    });
+}
+
+/// A registration racing the driver's park: after both, the driver is either due to
+/// wake by the entry's tick or was notified (the registration lowered `parked_until`).
+#[test]
+fn registration_vs_park_loses_no_wakeup() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        // Something pending at tick 5 so that the driver parks until 5.
+        let mut anchor = timer.sleep_until(in_tick(5));
+        let (_, waker) = flag();
+        assert!(poll(&mut anchor, &waker).is_pending());
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || turn(&timer, 1))
+        };
+        let mut early = timer.sleep_until(in_tick(3));
+        assert!(poll(&mut early, &waker).is_pending());
+        driver.join().unwrap();
+        assert!(
+            parked_until(&timer) <= 3,
+            "driver parked past tick 3: {}",
+            parked_until(&timer)
+        );
     });
 }
 
