@@ -550,6 +550,7 @@ impl Shared {
         // Busy: registrations need not notify until we park again.
         self.parked_until.store(0, Ordering::SeqCst);
         let mut done = true;
+        let mut fired_callbacks = 0;
         for shard in self.shards.iter() {
             let mut wheel = lock(&shard.wheel);
             done &= wheel.advance(now, BATCH, |payload| {
@@ -557,29 +558,28 @@ impl Shared {
                 // false and `is_expired` true, with no moment in between.
                 if let Payload::Callback(task) = &payload {
                     mark_expired(task);
+                    fired_callbacks += 1;
                 }
                 expired.push(payload);
             });
             shard.elapsed.store(wheel.elapsed(), Ordering::Release);
         }
+        // Counted out before they run: an expiry frees capacity at once, so a callback
+        // may re-arm itself under `max_pending(1)`.
+        self.callbacks_gone(fired_callbacks);
         let rejected = std::mem::take(&mut *lock(&self.rejected));
-        let mut fired_callbacks = 0;
         self.counters
             .fired
             .fetch_add(expired.len() as u64, Ordering::Relaxed);
         for payload in expired.drain(..) {
             match payload {
                 Payload::Wake(waker) => waker.wake(),
-                Payload::Callback(task) => {
-                    fired_callbacks += 1;
-                    self.dispatch(task);
-                }
+                Payload::Callback(task) => self.dispatch(task),
             }
         }
         for task in rejected {
             self.run_inline(&task);
         }
-        self.callbacks_gone(fired_callbacks);
         if !done {
             return Turn::Again;
         }

@@ -526,3 +526,23 @@ async fn cancel_meets_every_state_exactly_once() {
         "exactly one of cancel=true ({cancelled}) and ran ({ran})"
     );
 }
+
+/// An expiry frees capacity before the callback runs, so a heartbeat can re-arm itself
+/// even at `max_pending(1)`.
+#[tokio::test(start_paused = true)]
+async fn a_callback_rearms_itself_at_capacity_one() {
+    let timer = Timer::builder().tick(TICK).max_pending(1).build().unwrap();
+    let beats = Arc::new(AtomicUsize::new(0));
+    fn beat(timer: Timer, beats: Arc<AtomicUsize>) {
+        if beats.fetch_add(1, Ordering::SeqCst) < 3 {
+            let next = timer.clone();
+            timer
+                .schedule(TICK, move || beat(next, beats))
+                .expect("capacity freed by the expiry")
+                .detach();
+        }
+    }
+    beat(timer.clone(), beats.clone());
+    tokio::time::sleep(TICK * 10).await;
+    assert_eq!(beats.load(Ordering::SeqCst), 4);
+}
