@@ -60,6 +60,10 @@ use crate::{Error, Executor, Stats, Unfired};
 /// them and yields to the runtime (style rule 6: bound every drain loop).
 const BATCH: usize = 4096;
 
+/// Entries' storage a shard keeps when it empties (~200 KiB); beyond that it is freed,
+/// so memory follows the load back down after a burst (the soak test checks it).
+const RETAIN: usize = 4096;
+
 /// Maps instants to ticks and back.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Clock {
@@ -342,9 +346,12 @@ impl Shared {
 
     /// Removes a future's entry if it is still pending.
     pub(crate) fn cancel(&self, reg: Registration) {
-        let removed = lock(&self.shard(reg).wheel).remove(reg.key);
+        let mut wheel = lock(&self.shard(reg).wheel);
+        let removed = wheel.remove(reg.key);
+        let released = wheel.release_if_empty(RETAIN);
+        drop(wheel);
         // Dropped here, after the lock: dropping a waker can run arbitrary code.
-        drop(removed);
+        drop((removed, released));
     }
 
     /// Removes a callback if it is still pending. Returns whether it was: exactly one of
@@ -358,9 +365,10 @@ impl Shared {
         if let Payload::Callback(task) = &payload {
             mark_cancelled(task);
         }
+        let released = wheel.release_if_empty(RETAIN);
         drop(wheel);
         // The closure is dropped here, after the lock: its captures may do anything.
-        drop(payload);
+        drop((payload, released));
         self.callback_gone();
         true
     }
@@ -563,6 +571,9 @@ impl Shared {
                 expired.push(payload);
             });
             shard.elapsed.store(wheel.elapsed(), Ordering::Release);
+            let released = wheel.release_if_empty(RETAIN);
+            drop(wheel);
+            drop(released);
         }
         // Counted out before they run: an expiry frees capacity at once, so a callback
         // may re-arm itself under `max_pending(1)`.

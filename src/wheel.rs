@@ -53,8 +53,10 @@ pub(crate) enum InsertError {
     Full,
 }
 
+/// One timer in the wheel. Public to the crate only so that storage released by
+/// [`Wheel::release_if_empty`] can be dropped outside the caller's lock.
 #[derive(Debug)]
-struct Entry<T> {
+pub(crate) struct Entry<T> {
     value: T,
     /// Absolute tick the entry is due at; the entry sits in slot `tick & mask`.
     tick: u64,
@@ -230,6 +232,15 @@ impl<T> Wheel<T> {
         }
         self.elapsed = to;
         true
+    }
+
+    /// If the wheel is empty and its storage has room for more than `retain` entries,
+    /// swaps the storage for a fresh one and returns the old (for the caller to drop
+    /// after releasing its lock). Keeps a burst of timers from holding its peak memory
+    /// for ever; keys handed out before stay inert (their generation matches nothing).
+    pub(crate) fn release_if_empty(&mut self, retain: usize) -> Option<Slab<Entry<T>>> {
+        (self.entries.is_empty() && self.entries.capacity() > retain)
+            .then(|| std::mem::take(&mut self.entries))
     }
 
     /// Removes every entry, in no particular order, resetting nothing else.
@@ -437,6 +448,25 @@ mod tests {
         out.sort_unstable();
         assert_eq!(out, vec![0, 1, 2, 3, 4, 9]);
         assert_eq!(wheel.elapsed(), 4);
+    }
+
+    #[test]
+    fn empty_storage_is_released_and_old_keys_stay_inert() {
+        let mut wheel = Wheel::new(8);
+        let keys: Vec<Key> = (0..100).map(|v| wheel.insert(5, v).unwrap()).collect();
+        assert!(wheel.release_if_empty(10).is_none(), "not empty");
+        for &k in &keys[1..] {
+            wheel.remove(k);
+        }
+        collect(&mut wheel, 5);
+        assert!(
+            wheel.release_if_empty(1000).is_none(),
+            "small enough to keep"
+        );
+        assert!(wheel.release_if_empty(10).is_some());
+        let fresh = wheel.insert(6, 7).unwrap();
+        assert!(keys.iter().all(|&k| wheel.remove(k).is_none()));
+        assert_eq!(wheel.remove(fresh), Some(7));
     }
 
     #[test]
