@@ -102,7 +102,7 @@ mod sync;
 mod timeout;
 mod timer;
 mod wheel;
-#[cfg(test)]
+#[cfg(any(test, feature = "fuzzing"))]
 mod wheel_model;
 
 use std::future::IntoFuture;
@@ -117,6 +117,18 @@ pub use sleep::Sleep;
 pub use timeout::Timeout;
 pub use timer::{Stats, Timer};
 pub use tokio::time::{Instant, MissedTickBehavior};
+
+/// Entry point for `fuzz/fuzz_targets/wheel.rs`; only with the `fuzzing` feature, which
+/// is not part of the public API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Decodes `data` into wheel operations and checks them against the model; panics on
+    /// any disagreement.
+    pub fn wheel(data: &[u8]) {
+        crate::wheel_model::fuzz(data);
+    }
+}
 
 /// Compiles and runs the README's code blocks as doc tests, so it cannot rot.
 #[cfg(doctest)]

@@ -1,15 +1,16 @@
 //! The wheel against a `BTreeMap` model: random insert / remove (live and stale keys) /
 //! reschedule / advance sequences, huge ticks included. Every entry comes out exactly
 //! once, never before its tick; `len` and `next_expiration` agree with the model.
+//!
+//! Driven by proptest here (`cargo test --lib wheel_model`) and by cargo-fuzz through
+//! [`fuzz`] (`fuzz/fuzz_targets/wheel.rs`, feature `fuzzing`).
 
 use std::collections::{BTreeMap, HashSet};
-
-use proptest::prelude::*;
 
 use crate::wheel::{InsertError, Key, Wheel, MAX_TICK};
 
 #[derive(Debug, Clone)]
-enum Op {
+pub(crate) enum Op {
     /// Insert at `elapsed + delta` (0 = already elapsed).
     Insert(u64),
     /// Insert at an absolute, possibly huge, tick.
@@ -22,7 +23,9 @@ enum Op {
     Advance(u64, usize),
 }
 
-fn op() -> impl Strategy<Value = Op> {
+#[cfg(test)]
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
     prop_oneof![
         4 => (0u64..80).prop_map(Op::Insert),
         1 => prop_oneof![Just(u64::MAX), Just(MAX_TICK), Just(MAX_TICK - 1), 1u64 << 40..1u64 << 50]
@@ -158,26 +161,68 @@ impl Model {
     }
 }
 
-proptest! {
-    #[test]
-    fn wheel_matches_model(slots in prop_oneof![Just(1usize), Just(4), Just(8), Just(64), Just(128)],
-                           ops in proptest::collection::vec(op(), 1..200)) {
-        let mut model = Model::new(slots);
-        for op in ops {
-            match op {
-                Op::Insert(delta) => model.insert(model.wheel.elapsed() + delta),
-                Op::InsertAbsolute(tick) => model.insert(tick),
-                Op::Remove(n) => model.remove(n),
-                Op::Reschedule(n, delta) => model.reschedule(n, delta),
-                Op::Advance(delta, limit) => model.advance(delta, limit),
-            }
-            model.check();
+/// Runs `ops` on a wheel of `slots` slots against the model, panicking at the first
+/// disagreement, then drains it and checks every entry came out exactly once.
+pub(crate) fn check(slots: usize, ops: &[Op]) {
+    let mut model = Model::new(slots);
+    for op in ops {
+        match *op {
+            Op::Insert(delta) => model.insert(model.wheel.elapsed() + delta),
+            Op::InsertAbsolute(tick) => model.insert(tick),
+            Op::Remove(n) => model.remove(n),
+            Op::Reschedule(n, delta) => model.reschedule(n, delta),
+            Op::Advance(delta, limit) => model.advance(delta, limit),
         }
-        // Drain everything: each remaining entry comes out exactly once.
-        let remaining = model.live.len();
-        let before = model.fired.len();
-        model.advance(MAX_TICK - model.wheel.elapsed(), usize::MAX);
-        prop_assert_eq!(model.fired.len(), before + remaining);
-        prop_assert_eq!(model.wheel.len(), 0);
+        model.check();
+    }
+    let remaining = model.live.len();
+    let before = model.fired.len();
+    model.advance(MAX_TICK - model.wheel.elapsed(), usize::MAX);
+    assert_eq!(model.fired.len(), before + remaining);
+    assert_eq!(model.wheel.len(), 0);
+}
+
+/// Decodes fuzzer bytes into a wheel size and operations (9 bytes an operation), and
+/// [`check`]s them.
+pub(crate) fn fuzz(data: &[u8]) {
+    let Some((&size, data)) = data.split_first() else {
+        return;
+    };
+    let slots = 1usize << (size % 8); // 1 ..= 128 slots, so revolutions happen
+    let ops: Vec<Op> = data
+        .chunks_exact(9)
+        .map(|c| {
+            let n = u64::from_le_bytes(c[1..9].try_into().expect("8 bytes"));
+            match c[0] % 6 {
+                0 => Op::Insert(n % 300),
+                1 => Op::InsertAbsolute(n),
+                2 => Op::Remove(n as usize),
+                3 => Op::Reschedule(n as usize, (n >> 32) % 300),
+                4 => Op::Advance(n % 600, (n >> 32) as usize % 8 + 1),
+                _ => Op::Advance(n % 5, 1),
+            }
+        })
+        .take(2000)
+        .collect();
+    check(slots, &ops);
+}
+
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn fuzz_decoder_runs() {
+        fuzz(&[3, 0, 1, 0, 0, 0, 0, 0, 0, 0, 4, 9, 0, 0, 0, 1, 0, 0, 0]);
+        fuzz(&[]);
+    }
+
+    proptest! {
+        #[test]
+        fn wheel_matches_model(slots in prop_oneof![Just(1usize), Just(4), Just(8), Just(64), Just(128)],
+                               ops in proptest::collection::vec(op(), 1..200)) {
+            check(slots, &ops);
+        }
     }
 }

@@ -1,0 +1,11 @@
+//! The wheel's operation sequences against its `BTreeMap` model (the same check as the
+//! proptest in `src/wheel_model.rs`), with coverage guidance.
+//!
+//! `cargo +nightly fuzz run wheel -- -max_total_time=300`
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    wheel_timer::fuzzing::wheel(data);
+});
