@@ -4,71 +4,15 @@
 //!
 //! `cargo bench -p wheel-timer-benches --bench callbacks`
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
-
-use tokio::time::Instant;
-use wheel_timer::Timer;
-use wheel_timer_benches::{cpu_ns, multi_thread};
-
-const N: usize = 1_000_000;
-const SPREAD: Duration = Duration::from_secs(1);
-
-fn ours() -> f64 {
-    let rt = multi_thread();
-    rt.block_on(async {
-        let timer = Timer::builder()
-            .tick(Duration::from_millis(1))
-            .build()
-            .unwrap();
-        let ran = Arc::new(AtomicUsize::new(0));
-        let before = cpu_ns();
-        let start = Instant::now();
-        for i in 0..N {
-            let ran = ran.clone();
-            timer
-                .schedule_at(start + SPREAD * i as u32 / N as u32, move || {
-                    ran.fetch_add(1, Ordering::Relaxed);
-                })
-                .unwrap()
-                .detach();
-        }
-        while ran.load(Ordering::Relaxed) < N {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        (cpu_ns() - before) as f64 / N as f64
-    })
-}
-
-fn task_per_callback() -> f64 {
-    let rt = multi_thread();
-    rt.block_on(async {
-        let ran = Arc::new(AtomicUsize::new(0));
-        let before = cpu_ns();
-        let start = Instant::now();
-        for i in 0..N {
-            let ran = ran.clone();
-            let at = start + SPREAD * i as u32 / N as u32;
-            tokio::spawn(async move {
-                tokio::time::sleep_until(at).await;
-                ran.fetch_add(1, Ordering::Relaxed);
-            });
-        }
-        while ran.load(Ordering::Relaxed) < N {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        (cpu_ns() - before) as f64 / N as f64
-    })
-}
+use wheel_timer_benches::workloads::{callbacks, Peer};
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let ours = ours();
-    let theirs = task_per_callback();
-    println!("callbacks: {N} spread over {SPREAD:?}, CPU ns per callback (all threads)");
+    let ours = callbacks(Peer::Wheel);
+    let theirs = callbacks(Peer::Tokio);
+    println!("callbacks: 1000000 spread over 1 s, CPU ns per callback (all threads)");
     println!("| peer                            | CPU ns/callback |");
     println!("|---------------------------------|-----------------|");
     println!("| wheel-timer schedule (inline)   | {ours:>15.0} |");

@@ -5,66 +5,13 @@
 //!
 //! `cargo bench -p wheel-timer-benches --bench expiry`
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::time::Instant;
-use wheel_timer::Timer;
-use wheel_timer_benches::{multi_thread, percentile};
+use wheel_timer_benches::percentile;
+use wheel_timer_benches::workloads::{expiry, Peer};
 
 const SLEEPS: u32 = 200_000;
 const SPREAD: Duration = Duration::from_secs(1);
-
-#[derive(Clone, Copy)]
-enum Peer {
-    Wheel,
-    Tokio,
-}
-
-fn run(peer: Peer) -> Vec<Duration> {
-    let rt = multi_thread();
-    rt.block_on(async move {
-        let timer = Timer::builder()
-            .tick(Duration::from_millis(1))
-            .build()
-            .unwrap();
-        let lateness = Arc::new(Mutex::new(Vec::with_capacity(SLEEPS as usize)));
-        let early = Arc::new(Mutex::new(Vec::new()));
-        let start = Instant::now() + Duration::from_millis(200); // time to spawn them all
-        let mut tasks = tokio::task::JoinSet::new();
-        for i in 0..SLEEPS {
-            let deadline = start + SPREAD * i / SLEEPS;
-            let (timer, lateness, early) = (timer.clone(), lateness.clone(), early.clone());
-            tasks.spawn(async move {
-                match peer {
-                    Peer::Wheel => timer.sleep_until(deadline).await,
-                    Peer::Tokio => tokio::time::sleep_until(deadline).await,
-                }
-                let now = Instant::now();
-                if now < deadline {
-                    early.lock().unwrap().push(deadline - now);
-                }
-                lateness
-                    .lock()
-                    .unwrap()
-                    .push(now.saturating_duration_since(deadline));
-            });
-        }
-        while tasks.join_next().await.is_some() {}
-        let early = early.lock().unwrap();
-        if let Peer::Wheel = peer {
-            assert!(
-                early.is_empty(),
-                "{} sleeps woke early, by up to {:?}",
-                early.len(),
-                early.iter().max()
-            );
-        }
-        let mut lateness = std::mem::take(&mut *lateness.lock().unwrap());
-        lateness.sort();
-        lateness
-    })
-}
 
 fn row(name: &str, l: &[Duration]) -> String {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
@@ -119,8 +66,8 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo bench -- --list` and `cargo test --benches` probe bench binaries
     }
-    let ours = run(Peer::Wheel);
-    let theirs = run(Peer::Tokio);
+    let ours = expiry(Peer::Wheel);
+    let theirs = expiry(Peer::Tokio);
     println!("expiry: {SLEEPS} sleeps spread over {SPREAD:?}, lateness in ms");
     println!("| peer         |     min |     p50 |     p99 |     max |");
     println!("|--------------|---------|---------|---------|---------|");

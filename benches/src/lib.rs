@@ -1,6 +1,8 @@
-//! Shared helpers for the benchmarks: CPU time of this process, and runtimes.
+//! Shared helpers for the benchmarks: the workloads, CPU time of this process, runtimes.
 
 use std::time::Duration;
+
+pub mod workloads;
 
 /// CPU time used by every thread of this process so far (from /proc, in ns).
 ///

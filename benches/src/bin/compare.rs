@@ -1,0 +1,96 @@
+//! Every workload of the benches, quickly, in one table with ratios against
+//! tokio::time: `cargo run --release -p wheel-timer-benches --bin compare` (about half a
+//! minute on two cores). The criterion benches (`cargo bench -p wheel-timer-benches`)
+//! measure the same workloads with more care.
+
+use std::time::Instant;
+
+use wheel_timer_benches::percentile;
+use wheel_timer_benches::workloads::{
+    callbacks, churn, churn_mt, expiry, idle, memory, Counting, Peer,
+};
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn ms(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn main() {
+    let started = Instant::now();
+    println!("| workload | wheel-timer | tokio::time | others | tokio ÷ ours |");
+    println!("|---|---|---|---|---|");
+
+    const ITERS: u32 = 2_000_000;
+    let ours = churn(Peer::Wheel, ITERS, 0);
+    let tokio = churn(Peer::Tokio, ITERS, 0);
+    let pingora = churn(Peer::Pingora, ITERS, 0);
+    let queue = churn(Peer::DelayQueue, ITERS, 0);
+    println!(
+        "| churn (ns/op) | {ours:.0} | {tokio:.0} | pingora {pingora:.0}, DelayQueue {queue:.0} | {:.1}× |",
+        tokio / ours
+    );
+
+    let base = churn_mt(None, 300);
+    let ours = churn_mt(Some(Peer::Wheel), 300) - base;
+    let tokio = churn_mt(Some(Peer::Tokio), 300) - base;
+    let pingora = churn_mt(Some(Peer::Pingora), 300) - base;
+    println!(
+        "| churn-mt overhead over yield_now ({base:.0} ns) | {ours:.0} | {tokio:.0} | pingora {pingora:.0} | {:.1}× |",
+        tokio / ours
+    );
+
+    let small = churn(Peer::Wheel, ITERS, 1_000);
+    let large = churn(Peer::Wheel, ITERS, 10_000_000);
+    println!(
+        "| scale: churn at 10M pending ÷ at 1k | {:.2}× ({small:.0} → {large:.0} ns) | | | |",
+        large / small
+    );
+
+    let ours = expiry(Peer::Wheel);
+    let tokio = expiry(Peer::Tokio);
+    let row = |l: &[std::time::Duration]| {
+        format!(
+            "{:.2} / {:.2} / {:.2} / {:.2} ms",
+            ms(l[0]),
+            ms(percentile(l, 0.5)),
+            ms(percentile(l, 0.99)),
+            ms(*l.last().unwrap())
+        )
+    };
+    println!(
+        "| expiry lateness min / p50 / p99 / max | {} | {} | | p99 {:.1}× |",
+        row(&ours),
+        row(&tokio),
+        percentile(&tokio, 0.99).as_secs_f64() / percentile(&ours, 0.99).as_secs_f64()
+    );
+
+    let ours = memory(Peer::Wheel);
+    let tokio = memory(Peer::Tokio);
+    println!(
+        "| memory per pending sleep at 1M (B) | {:.0} ({} + {:.0}) | {:.0} | | {:.1}× |",
+        ours.total,
+        ours.size_of,
+        ours.heap,
+        tokio.total,
+        tokio.total / ours.total
+    );
+
+    let ours = callbacks(Peer::Wheel);
+    let tokio = callbacks(Peer::Tokio);
+    println!(
+        "| callbacks, CPU ns each | {ours:.0} | {tokio:.0} (task + sleep each) | | {:.1}× |",
+        tokio / ours
+    );
+
+    let (alone, _) = idle(false);
+    let (ours, wakeups) = idle(true);
+    println!(
+        "| idle: CPU ms over 2 s, nothing pending | {ours:.2} ({wakeups} driver wakeups) | runtime alone {alone:.2} | | |"
+    );
+    println!(
+        "\n(all in one run, {:.0} s)",
+        started.elapsed().as_secs_f64()
+    );
+}

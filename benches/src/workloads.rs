@@ -1,0 +1,304 @@
+//! The workloads behind the benches and the `compare` binary, one function each, so
+//! that every report measures the same thing the same way.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::future::Future;
+use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Context;
+use std::time::Duration;
+
+use futures::task::noop_waker_ref;
+use tokio::time::Instant;
+use tokio_util::time::DelayQueue;
+use wheel_timer::Timer;
+
+use crate::{cpu_ns, current_thread, multi_thread};
+
+/// A timer implementation under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    /// This crate.
+    Wheel,
+    /// `tokio::time`.
+    Tokio,
+    /// `pingora_timeout`.
+    Pingora,
+    /// `tokio_util::time::DelayQueue` (churn only).
+    DelayQueue,
+}
+
+impl Peer {
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Peer::Wheel => "wheel-timer",
+            Peer::Tokio => "tokio::time",
+            Peer::Pingora => "pingora-timeout",
+            Peer::DelayQueue => "DelayQueue",
+        }
+    }
+}
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// *churn*: create a 1 s sleep, poll it once so it registers, drop it; ns per op on one
+/// thread, over `iters` ops, with `pending` one-hour sleeps of the same kind already
+/// registered (only for `Wheel` and `Tokio`).
+pub fn churn(peer: Peer, iters: u32, pending: usize) -> f64 {
+    let rt = current_thread();
+    let _enter = rt.enter();
+    let mut cx = Context::from_waker(noop_waker_ref());
+    let timer = rt.block_on(async { Timer::new() });
+    let mut held_ours: Vec<_> = Vec::new();
+    let mut held_tokio: Vec<_> = Vec::new();
+    for _ in 0..pending {
+        match peer {
+            Peer::Tokio => {
+                let mut s = Box::pin(tokio::time::sleep(Duration::from_secs(3600)));
+                let _ = s.as_mut().poll(&mut cx);
+                held_tokio.push(s);
+            }
+            _ => {
+                let mut s = timer.sleep(Duration::from_secs(3600));
+                let _ = Pin::new(&mut s).poll(&mut cx);
+                held_ours.push(s);
+            }
+        }
+    }
+    let mut queue = DelayQueue::new();
+    let start = std::time::Instant::now();
+    for _ in 0..iters {
+        match peer {
+            Peer::Wheel => {
+                let mut sleep = timer.sleep(SECOND);
+                let _ = Pin::new(&mut sleep).poll(&mut cx);
+            }
+            Peer::Tokio => {
+                let mut sleep = pin!(tokio::time::sleep(SECOND));
+                let _ = sleep.as_mut().poll(&mut cx);
+            }
+            Peer::Pingora => {
+                let mut sleep = pin!(pingora_timeout::sleep(SECOND));
+                let _ = sleep.as_mut().poll(&mut cx);
+            }
+            Peer::DelayQueue => {
+                let key = queue.insert((), SECOND);
+                queue.remove(&key);
+            }
+        }
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(iters)
+}
+
+/// *churn-mt*: 1000 tasks on two workers, each looping `timeout(1 s, yield_now())`
+/// `per_task` times; wall ns per op. `None` runs `yield_now` alone (the baseline).
+pub fn churn_mt(peer: Option<Peer>, per_task: u32) -> f64 {
+    const TASKS: u32 = 1000;
+    let rt = multi_thread();
+    rt.block_on(async move {
+        let timer = Timer::new();
+        let start = std::time::Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..TASKS {
+            let timer = timer.clone();
+            tasks.spawn(async move {
+                for _ in 0..per_task {
+                    let op = tokio::task::yield_now();
+                    match peer {
+                        None => op.await,
+                        Some(Peer::Wheel) => drop(timer.timeout(SECOND, op).await),
+                        Some(Peer::Tokio) => drop(tokio::time::timeout(SECOND, op).await),
+                        Some(_) => drop(pingora_timeout::timeout(SECOND, op).await),
+                    }
+                }
+            });
+        }
+        while tasks.join_next().await.is_some() {}
+        start.elapsed().as_nanos() as f64 / f64::from(TASKS * per_task)
+    })
+}
+
+/// *expiry*: 200 000 sleeps with deadlines spread evenly over 1 s (timer tick 1 ms) on
+/// two workers; each one's lateness (wake instant minus deadline), sorted. Panics if a
+/// `Wheel` sleep woke early.
+pub fn expiry(peer: Peer) -> Vec<Duration> {
+    const SLEEPS: u32 = 200_000;
+    let rt = multi_thread();
+    rt.block_on(async move {
+        let timer = Timer::builder()
+            .tick(Duration::from_millis(1))
+            .build()
+            .unwrap();
+        let lateness = Arc::new(Mutex::new(Vec::with_capacity(SLEEPS as usize)));
+        let early = Arc::new(AtomicUsize::new(0));
+        let start = Instant::now() + Duration::from_millis(200); // time to spawn them all
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..SLEEPS {
+            let deadline = start + SECOND * i / SLEEPS;
+            let (timer, lateness, early) = (timer.clone(), lateness.clone(), early.clone());
+            tasks.spawn(async move {
+                match peer {
+                    Peer::Wheel => timer.sleep_until(deadline).await,
+                    _ => tokio::time::sleep_until(deadline).await,
+                }
+                let now = Instant::now();
+                if now < deadline {
+                    early.fetch_add(1, Ordering::Relaxed);
+                }
+                lateness
+                    .lock()
+                    .unwrap()
+                    .push(now.saturating_duration_since(deadline));
+            });
+        }
+        while tasks.join_next().await.is_some() {}
+        if peer == Peer::Wheel {
+            assert_eq!(early.load(Ordering::Relaxed), 0, "wheel-timer woke early");
+        }
+        let mut lateness = std::mem::take(&mut *lateness.lock().unwrap());
+        lateness.sort();
+        lateness
+    })
+}
+
+/// Counts live heap bytes for [`memory`]; install it with `#[global_allocator]`.
+pub struct Counting;
+static HEAP: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: every method forwards its arguments unchanged to `System`, which upholds the
+// `GlobalAlloc` contract; the counter is a side effect only.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        HEAP.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: same layout, forwarded.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        HEAP.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: `ptr` came from `System.alloc` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new: usize) -> *mut u8 {
+        HEAP.fetch_add(new as isize - layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: `ptr` came from `System` with this layout; forwarded.
+        unsafe { System.realloc(ptr, layout, new) }
+    }
+}
+
+/// Bytes per pending, registered sleep at 1 000 000 pending.
+#[derive(Debug, Clone, Copy)]
+pub struct Memory {
+    /// `size_of` the future.
+    pub size_of: usize,
+    /// Heap the timer allocated per sleep.
+    pub heap: f64,
+    /// Everything: ours held by value in a `Vec` (size_of + heap); tokio's boxed to pin
+    /// them (the `Vec`'s pointer + the box + heap).
+    pub total: f64,
+}
+
+/// *memory* for `Wheel` and `Tokio`. Needs [`Counting`] as the global allocator.
+pub fn memory(peer: Peer) -> Memory {
+    const N: usize = 1_000_000;
+    let heap = || HEAP.load(Ordering::Relaxed);
+    let rt = current_thread();
+    let _enter = rt.enter();
+    let mut cx = Context::from_waker(noop_waker_ref());
+    let timer = rt.block_on(async { Timer::new() });
+    if peer == Peer::Tokio {
+        let mut sleeps = Vec::with_capacity(N);
+        let before = heap();
+        for _ in 0..N {
+            sleeps.push(Box::pin(tokio::time::sleep(Duration::from_secs(3600))));
+        }
+        let boxes = heap() - before;
+        for s in &mut sleeps {
+            let _ = s.as_mut().poll(&mut cx);
+        }
+        let driver = (heap() - before - boxes) as f64 / N as f64;
+        return Memory {
+            size_of: std::mem::size_of::<tokio::time::Sleep>(),
+            heap: driver,
+            total: std::mem::size_of::<Pin<Box<tokio::time::Sleep>>>() as f64
+                + boxes as f64 / N as f64
+                + driver,
+        };
+    }
+    let mut sleeps = Vec::with_capacity(N);
+    let before = heap();
+    for _ in 0..N {
+        sleeps.push(timer.sleep(Duration::from_secs(3600)));
+    }
+    for s in &mut sleeps {
+        let _ = Pin::new(s).poll(&mut cx);
+    }
+    assert_eq!(timer.pending(), N);
+    let size_of = std::mem::size_of::<wheel_timer::Sleep>();
+    let heap = (heap() - before) as f64 / N as f64;
+    Memory {
+        size_of,
+        heap,
+        total: size_of as f64 + heap,
+    }
+}
+
+/// *idle*: CPU ms used over 2 s by a two-worker runtime, alone or with an idle 1 ms-tick
+/// timer; and the timer's driver wakeups in that window.
+pub fn idle(with_timer: bool) -> (f64, u64) {
+    let rt = multi_thread();
+    let timer = with_timer.then(|| {
+        rt.block_on(async {
+            let timer = Timer::builder()
+                .tick(Duration::from_millis(1))
+                .build()
+                .unwrap();
+            // Use it once, so the driver has ticked and gone idle.
+            timer.sleep(Duration::from_millis(5)).await;
+            timer
+        })
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let wakeups = || timer.as_ref().map_or(0, |t| t.stats().driver_wakeups);
+    let (before_wakeups, before) = (wakeups(), cpu_ns());
+    std::thread::sleep(Duration::from_secs(2));
+    let cpu = (cpu_ns() - before) as f64 / 1e6;
+    (cpu, wakeups() - before_wakeups)
+}
+
+/// *callbacks*: 1 000 000 callbacks spread over 1 s (tick 1 ms), all fired; CPU ns per
+/// callback, all threads. `Wheel`: `schedule` (inline); `Tokio`: a task per callback
+/// that sleeps, then runs it.
+pub fn callbacks(peer: Peer) -> f64 {
+    const N: u32 = 1_000_000;
+    let rt = multi_thread();
+    rt.block_on(async move {
+        let timer = Timer::builder()
+            .tick(Duration::from_millis(1))
+            .build()
+            .unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let before = cpu_ns();
+        let start = Instant::now();
+        for i in 0..N {
+            let ran = ran.clone();
+            let at = start + SECOND * i / N;
+            let callback = move || {
+                ran.fetch_add(1, Ordering::Relaxed);
+            };
+            if peer == Peer::Wheel {
+                timer.schedule_at(at, callback).unwrap().detach();
+            } else {
+                tokio::spawn(async move {
+                    tokio::time::sleep_until(at).await;
+                    callback();
+                });
+            }
+        }
+        while ran.load(Ordering::Relaxed) < N as usize {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        (cpu_ns() - before) as f64 / f64::from(N)
+    })
+}
