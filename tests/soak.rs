@@ -220,3 +220,21 @@ fn soak() {
         println!("{stats:?}");
     });
 }
+
+/// The counting allocator above is this file's only unsafe code: Miri runs this
+/// (`cargo +nightly miri test --test soak counting_allocator`).
+#[test]
+fn counting_allocator_forwards_and_counts() {
+    const MIB: isize = 1 << 20;
+    let before = LIVE.load(Ordering::Relaxed);
+    let mut v: Vec<u8> = Vec::with_capacity(MIB as usize / 2); // alloc
+    v.extend_from_slice(b"counted");
+    v.reserve_exact(MIB as usize); // realloc, keeping the bytes
+    let grown = LIVE.load(Ordering::Relaxed) - before;
+    // Other threads (the test harness) allocate a little meanwhile; a MiB stands out.
+    assert!((MIB - 65_536..MIB + 65_536).contains(&grown), "{grown}");
+    assert_eq!(&v[..], b"counted");
+    drop(v); // dealloc
+    let after = LIVE.load(Ordering::Relaxed) - before;
+    assert!(after.abs() < 65_536, "{after}");
+}
