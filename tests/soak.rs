@@ -189,32 +189,43 @@ fn soak() {
                 .map(|_| AtomicU8::new(0))
                 .collect(),
         );
-        let mut baseline = 0;
+        let (mut baseline_live, mut baseline_rss) = (0, 0);
         for r in 0..ROUNDS {
             let started = std::time::Instant::now();
             let (callbacks, cancelled) = round(&timer, r as u64 + 1, &runs).await;
             let live = LIVE.load(Ordering::Relaxed).max(0) as usize;
+            let resident = rss();
             println!(
                 "round {r}: {}M ops, {callbacks} callbacks ({cancelled} cancelled), pending {}, \
                  live heap {:.2} MiB, RSS {:.1} MiB, {:?}",
                 TASKS * OPS_PER_TASK / 1_000_000,
                 timer.pending(),
                 live as f64 / (1 << 20) as f64,
-                rss() as f64 / (1 << 20) as f64,
+                resident as f64 / (1 << 20) as f64,
                 started.elapsed()
             );
             assert_eq!(timer.pending(), 0);
             if r == WARM_UP - 1 {
-                baseline = live;
+                (baseline_live, baseline_rss) = (live, resident);
             } else if r >= WARM_UP {
-                let growth = live as f64 / baseline as f64;
+                // A round schedules ~600 000 callbacks: had cancelled or fired ones piled
+                // up, the heap would grow by tens of MiB a round. What may stay is each
+                // shard's retained storage (4096 entries) and tokio's own buffers.
                 assert!(
-                    growth < 1.05,
-                    "live heap grew {growth:.3}x since round {}",
-                    WARM_UP - 1
+                    live < baseline_live + (1 << 20),
+                    "live heap grew from {baseline_live} to {live} bytes"
                 );
             }
         }
+        // Resident memory is printed, not asserted: glibc keeps freed memory in its
+        // arenas, so it rises in steps to a plateau (seen here: 14 -> 23 MiB once, then
+        // flat, also with MALLOC_ARENA_MAX=1) while the live heap stays flat.
+        println!(
+            "resident memory: {:.1} MiB after round {}, {:.1} MiB at the end",
+            baseline_rss as f64 / (1 << 20) as f64,
+            WARM_UP - 1,
+            rss() as f64 / (1 << 20) as f64
+        );
         let stats = timer.stats();
         assert_eq!(stats.callback_panics, 0);
         println!("{stats:?}");
