@@ -94,7 +94,7 @@ impl Clock {
     }
 
     /// When tick `tick` ends.
-    fn instant_of(&self, tick: u64) -> Instant {
+    pub(crate) fn instant_of(&self, tick: u64) -> Instant {
         let ns = tick.saturating_mul(self.tick_ns);
         self.origin
             .checked_add(Duration::from_nanos(ns))

@@ -159,6 +159,12 @@ pub mod loom_hooks {
         let _: Turn = timer.shared.turn_to(now, &mut expired);
     }
 
+    /// When tick `tick` of `timer` ends. Models place deadlines with it rather than
+    /// with `Instant::now()`, so a slow machine cannot move them into the next tick.
+    pub fn tick_end(timer: &Timer, tick: u64) -> crate::Instant {
+        timer.shared.clock.instant_of(tick)
+    }
+
     /// The tick the driver would sleep until after its last turn (`u64::MAX`: until
     /// notified). No lost wakeup means this is never after a pending entry's tick,
     /// unless the driver was notified.

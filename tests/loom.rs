@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::thread;
-use wheel_timer::loom_hooks::{parked_until, shutdown, timer, turn};
-use wheel_timer::{Error, Instant, Sleep};
+use wheel_timer::loom_hooks::{parked_until, shutdown, tick_end, timer, turn};
+use wheel_timer::{Error, Instant, Sleep, Timer};
 
 const TICK: Duration = Duration::from_millis(10);
 
@@ -38,9 +38,11 @@ fn poll(sleep: &mut Sleep, waker: &Waker) -> Poll<()> {
     Pin::new(sleep).poll(&mut Context::from_waker(waker))
 }
 
-/// `schedule_at` for a deadline inside tick `tick` of a fresh timer.
-fn in_tick(tick: u64) -> Instant {
-    Instant::now() + TICK * tick as u32 - Duration::from_millis(1)
+/// A deadline inside tick `tick` of `timer`: 1 ms before the tick ends. Taken from the
+/// timer's own tick grid, not from `Instant::now()`, which a slow machine (CI) can push
+/// past a tick boundary between building the timer and computing the deadline.
+fn in_tick(timer: &Timer, tick: u64) -> Instant {
+    tick_end(timer, tick) - Duration::from_millis(1)
 }
 
 #[test]
@@ -50,7 +52,7 @@ fn cancel_vs_fire_exactly_once() {
         let ran = Arc::new(AtomicUsize::new(0));
         let r = ran.clone();
         let handle = timer
-            .schedule_at(in_tick(1), move || {
+            .schedule_at(in_tick(&timer, 1), move || {
                 r.fetch_add(1, Ordering::SeqCst);
             })
             .unwrap();
@@ -73,7 +75,7 @@ fn cancel_vs_fire_exactly_once() {
 fn registration_vs_tick_loses_no_wakeup() {
     loom::model(|| {
         let timer = timer(TICK);
-        let mut sleep = timer.sleep_until(in_tick(1));
+        let mut sleep = timer.sleep_until(in_tick(&timer, 1));
         let driver = {
             let timer = timer.clone();
             thread::spawn(move || turn(&timer, 1))
@@ -95,14 +97,14 @@ fn registration_vs_park_loses_no_wakeup() {
     loom::model(|| {
         let timer = timer(TICK);
         // Something pending at tick 5 so that the driver parks until 5.
-        let mut anchor = timer.sleep_until(in_tick(5));
+        let mut anchor = timer.sleep_until(in_tick(&timer, 5));
         let (_, waker) = flag();
         assert!(poll(&mut anchor, &waker).is_pending());
         let driver = {
             let timer = timer.clone();
             thread::spawn(move || turn(&timer, 1))
         };
-        let mut early = timer.sleep_until(in_tick(3));
+        let mut early = timer.sleep_until(in_tick(&timer, 3));
         assert!(poll(&mut early, &waker).is_pending());
         driver.join().unwrap();
         assert!(
@@ -117,14 +119,14 @@ fn registration_vs_park_loses_no_wakeup() {
 fn reset_vs_fire_moves_or_refires() {
     loom::model(|| {
         let timer = timer(TICK);
-        let mut sleep = timer.sleep_until(in_tick(1));
+        let mut sleep = timer.sleep_until(in_tick(&timer, 1));
         let (woken, waker) = flag();
         assert!(poll(&mut sleep, &waker).is_pending());
         let driver = {
             let timer = timer.clone();
             thread::spawn(move || turn(&timer, 1))
         };
-        sleep.reset(in_tick(3));
+        sleep.reset(in_tick(&timer, 3));
         driver.join().unwrap();
         // Whatever the order, the sleep now waits for tick 3, and completes there.
         let before = poll(&mut sleep, &waker);
@@ -141,12 +143,12 @@ fn reset_vs_fire_moves_or_refires() {
 fn drop_vs_fire_frees_the_entry() {
     loom::model(|| {
         let timer = timer(TICK);
-        let mut sleep = timer.sleep_until(in_tick(1));
+        let mut sleep = timer.sleep_until(in_tick(&timer, 1));
         let (_woken, waker) = flag();
         assert!(poll(&mut sleep, &waker).is_pending());
         // Another timer whose entry could reuse the freed slot: a stale key must not
         // remove it.
-        let mut other = timer.sleep_until(in_tick(5));
+        let mut other = timer.sleep_until(in_tick(&timer, 5));
         let driver = {
             let timer = timer.clone();
             thread::spawn(move || turn(&timer, 1))
@@ -170,7 +172,7 @@ fn shutdown_vs_schedule_loses_nothing() {
             let ran = ran.clone();
             thread::spawn(move || {
                 timer
-                    .schedule_at(in_tick(2), move || {
+                    .schedule_at(in_tick(&timer, 2), move || {
                         ran.fetch_add(1, Ordering::SeqCst);
                     })
                     .map(|handle| handle.detach())
