@@ -381,8 +381,17 @@ impl Shared {
 
     fn callbacks_gone(&self, n: usize) {
         if n > 0 && self.callbacks.fetch_sub(n, Ordering::SeqCst) == n {
-            // Taken out under the lock, dropped after it: it may be the last reference.
-            let release = lock(&self.keep_alive).take();
+            let mut keep_alive = lock(&self.keep_alive);
+            // Re-checked under the lock: a callback scheduled and detached since the
+            // count reached zero may have found the keep-alive still set, and relies on
+            // it (loom: `detach_vs_last_callback_keeps_the_timer_alive`).
+            let release = if self.callbacks.load(Ordering::SeqCst) == 0 {
+                keep_alive.take()
+            } else {
+                None
+            };
+            drop(keep_alive);
+            // Dropped after the lock: it may be the last reference.
             drop(release);
         }
     }
@@ -391,8 +400,9 @@ impl Shared {
     /// pending, since that one has nothing else keeping it.
     pub(crate) fn detach(self: &Arc<Self>) {
         let mut keep_alive = lock(&self.keep_alive);
-        // Checked under the keep-alive lock, which `callbacks_gone` takes after the
-        // count reaches zero: either it sees our Arc, or we see zero.
+        // Checked under the keep-alive lock, under which `callbacks_gone` re-reads the
+        // count before releasing: either it sees our callback counted, or we see the
+        // keep-alive gone and set it again.
         if self.callbacks.load(Ordering::SeqCst) > 0 && keep_alive.is_none() {
             *keep_alive = Some(self.clone());
         }
@@ -426,6 +436,11 @@ impl Shared {
     /// Number of entries in all shards.
     pub(crate) fn pending(&self) -> usize {
         self.shards.iter().map(|s| lock(&s.wheel).len()).sum()
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn kept_alive(&self) -> bool {
+        lock(&self.keep_alive).is_some()
     }
 
     #[cfg(loom)]

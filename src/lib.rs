@@ -172,6 +172,11 @@ pub mod loom_hooks {
         timer.shared.parked_until()
     }
 
+    /// Whether the timer holds itself alive for detached callbacks.
+    pub fn kept_alive(timer: &Timer) -> bool {
+        timer.shared.kept_alive()
+    }
+
     /// The synchronous part of `Timer::shutdown` (the rest waits for the driver task,
     /// which a model does not have).
     pub fn shutdown(timer: &Timer) -> Vec<crate::Unfired> {

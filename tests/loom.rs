@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::thread;
-use wheel_timer::loom_hooks::{parked_until, shutdown, tick_end, timer, turn};
+use wheel_timer::loom_hooks::{kept_alive, parked_until, shutdown, tick_end, timer, turn};
 use wheel_timer::{Error, Instant, Sleep, Timer};
 
 const TICK: Duration = Duration::from_millis(10);
@@ -195,5 +195,34 @@ fn shutdown_vs_schedule_loses_nothing() {
         }
         assert_eq!(ran.load(Ordering::SeqCst), usize::from(was_scheduled));
         assert_eq!(timer.pending(), 0);
+    });
+}
+
+/// The last pending callback leaving (it fires) while another is scheduled and
+/// detached: the new one must find the timer kept alive, or it would be lost once every
+/// `Timer` clone is dropped.
+#[test]
+fn detach_vs_last_callback_keeps_the_timer_alive() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        timer
+            .schedule_at(in_tick(&timer, 1), || {})
+            .unwrap()
+            .detach();
+        assert!(kept_alive(&timer));
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || turn(&timer, 1))
+        };
+        timer
+            .schedule_at(in_tick(&timer, 5), || {})
+            .unwrap()
+            .detach();
+        driver.join().unwrap();
+        assert_eq!(timer.pending(), 1);
+        assert!(kept_alive(&timer), "a detached callback is pending unkept");
+        // Let it go, so the model's timer is freed.
+        turn(&timer, 5);
+        assert!(!kept_alive(&timer));
     });
 }
