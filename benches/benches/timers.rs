@@ -4,6 +4,7 @@
 //! `cargo bench -p wheel-timer-benches --bench timers`
 
 use std::future::Future;
+use std::hint::black_box;
 use std::pin::{pin, Pin};
 use std::task::Context;
 use std::time::{Duration, Instant};
@@ -47,6 +48,15 @@ fn churn(c: &mut Criterion) {
             let key = queue.insert((), SECOND);
             queue.remove(&key);
         })
+    });
+    // The floor under every row above: what one clock read and one lock round trip
+    // cost alone (a churn op needs a read and two round trips; see the README).
+    group.bench_function("floor: Instant::now", |b| {
+        b.iter(|| black_box(tokio::time::Instant::now()))
+    });
+    let lock = std::sync::Mutex::new(0u64);
+    group.bench_function("floor: Mutex lock+unlock", |b| {
+        b.iter(|| *black_box(&lock).lock().unwrap() += 1)
     });
     group.finish();
 }

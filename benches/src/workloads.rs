@@ -92,6 +92,41 @@ pub fn churn(peer: Peer, iters: u32, pending: usize) -> f64 {
     start.elapsed().as_nanos() as f64 / f64::from(iters)
 }
 
+/// The parts of a churn op that no design with a clock read per sleep and a lock per
+/// registration and per cancel can avoid, measured alone on this machine.
+#[derive(Debug, Clone, Copy)]
+pub struct ChurnFloor {
+    /// `tokio::time::Instant::now()`: `sleep(d)` must read the clock for `now + d`.
+    pub clock_ns: f64,
+    /// An uncontended `Mutex` lock, a write, an unlock.
+    pub lock_ns: f64,
+}
+
+impl ChurnFloor {
+    /// One clock read and two lock round trips (register, cancel).
+    pub fn total_ns(&self) -> f64 {
+        self.clock_ns + 2.0 * self.lock_ns
+    }
+}
+
+/// Measures [`ChurnFloor`] over `iters` iterations of each part.
+pub fn churn_floor(iters: u32) -> ChurnFloor {
+    use std::hint::black_box;
+    let start = std::time::Instant::now();
+    for _ in 0..iters {
+        black_box(Instant::now());
+    }
+    let clock_ns = start.elapsed().as_nanos() as f64 / f64::from(iters);
+    let lock = Mutex::new(0u64);
+    let start = std::time::Instant::now();
+    for i in 0..iters {
+        *black_box(&lock).lock().unwrap() = u64::from(i);
+    }
+    let lock_ns = start.elapsed().as_nanos() as f64 / f64::from(iters);
+    black_box(lock.into_inner().unwrap());
+    ChurnFloor { clock_ns, lock_ns }
+}
+
 /// *churn-mt*: 1000 tasks on two workers, each looping `timeout(1 s, yield_now())`
 /// `per_task` times; wall ns per op. `None` runs `yield_now` alone (the baseline).
 pub fn churn_mt(peer: Option<Peer>, per_task: u32) -> f64 {

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use wheel_timer_benches::percentile;
 use wheel_timer_benches::workloads::{
-    callbacks, churn, churn_mt, expiry, idle, memory, Counting, Peer,
+    callbacks, churn, churn_floor, churn_mt, expiry, idle, memory, Counting, Peer,
 };
 
 #[global_allocator]
@@ -30,6 +30,15 @@ fn main() {
     println!(
         "| churn (ns/op) | {ours:.0} | {tokio:.0} | pingora {pingora:.0}, DelayQueue {queue:.0} | {:.1}× |",
         tokio / ours
+    );
+    let floor = churn_floor(ITERS * 5);
+    println!(
+        "| churn floor: 1 clock read + 2 lock round trips | {:.0} ({:.0} + 2 × {:.0}) | | 15× tokio = {:.0} | {:.1}× |",
+        floor.total_ns(),
+        floor.clock_ns,
+        floor.lock_ns,
+        tokio / 15.0,
+        tokio / floor.total_ns()
     );
 
     let base = churn_mt(None, 300);
