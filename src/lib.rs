@@ -45,7 +45,11 @@
 //! # Semantics
 //!
 //! * **Never early.** A timer fires on the first tick at or after its deadline: late by
-//!   less than one tick, plus the runtime's scheduling delay.
+//!   less than one tick, plus the runtime's scheduling delay (which under load can be
+//!   as large as the tick itself). Ticks are counted from when the timer was built, so
+//!   work that runs in step with that moment (a loop started right after `build()`
+//!   that sleeps whole ticks) lands just after each tick ends and is nearly a full tick
+//!   late every time; choose the tick for the lateness you can accept.
 //! * **Lazy.** A future touches the wheel on its first poll, not when created; a
 //!   [`Timeout`] whose future is ready at once never touches it.
 //! * **Drop cancels** in O(1) and frees the entry at once.
