@@ -11,6 +11,11 @@ use crate::{Error, Timer};
 /// The largest wheel: 2^20 slots (4 MiB of list heads).
 const MAX_WHEEL_SIZE: usize = 1 << 20;
 
+/// The finest tick: finer ones are raised to it. Tokio's timer, which wakes the
+/// driver, has 1 ms resolution anyway, and the wheel counts ticks in 44 bits (to keep
+/// entries at 32 bytes), which at 1 ms spans 557 years.
+pub(crate) const MIN_TICK: Duration = Duration::from_millis(1);
+
 /// The most shards a timer has; it has one per core up to this.
 pub(crate) const MAX_SHARDS: usize = 64;
 
@@ -18,7 +23,7 @@ pub(crate) const MAX_SHARDS: usize = 64;
 ///
 /// | setting | default | range |
 /// |---|---|---|
-/// | [`tick`](Builder::tick) | 10 ms | > 0 and < 584 years |
+/// | [`tick`](Builder::tick) | 10 ms | > 0 and < 584 years; below 1 ms raised to 1 ms |
 /// | [`wheel_size`](Builder::wheel_size) | 1024 slots | 1 ..= 2^20, rounded up to a power of two |
 /// | [`max_pending`](Builder::max_pending) | unbounded | any; 0 refuses every callback |
 /// | [`executor`](Builder::executor) | [`Executor::Inline`] | see [`Executor`] |
@@ -138,8 +143,10 @@ impl Builder {
     /// The wheel's resolution: timers fire on the first tick at or after their
     /// deadline, so up to one tick late. Default 10 ms.
     ///
-    /// Tokio's own timer, which wakes the driver, has 1 ms resolution: a tick below
-    /// 1 ms is honoured (nothing fires early) but adds up to 1 ms of lateness.
+    /// A tick below 1 ms is raised to 1 ms ([`Timer::tick`] reports it): Tokio's own
+    /// timer, which wakes the driver, has 1 ms resolution, so a finer tick would save
+    /// well under a millisecond of lateness, and the wheel counts ticks in 44 bits,
+    /// which at 1 ms lasts 557 years but at 1 µs only 203 days.
     ///
     /// # Errors
     ///
@@ -265,7 +272,7 @@ impl Builder {
             )));
         }
         Ok(Config {
-            tick: self.tick,
+            tick: self.tick.max(MIN_TICK),
             wheel_size: self.wheel_size.next_power_of_two(),
             shards: std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
@@ -311,5 +318,15 @@ mod tests {
             err(Builder::default().tick(Duration::MAX)),
             Error::InvalidConfig(_)
         ));
+        // Finer than Tokio can wake us, and than 44-bit ticks can span: saturates.
+        assert_eq!(
+            ok(Builder::default().tick(Duration::from_nanos(1))).tick,
+            MIN_TICK
+        );
+        assert_eq!(
+            ok(Builder::default().tick(Duration::from_micros(999))).tick,
+            MIN_TICK
+        );
+        assert_eq!(ok(Builder::default().tick(MIN_TICK)).tick, MIN_TICK);
     }
 }

@@ -77,16 +77,19 @@
 //!   `slab::Slab`, each slot an intrusive list linked by slab index, entries stamped with
 //!   their absolute due tick (so long deadlines simply wait out extra revolutions), a
 //!   generation in every key so stale keys are inert, and an occupancy bitmap to find
-//!   the next non-empty slot. Tested against a `BTreeMap` model with proptest.
-//! * `driver.rs` — the locks and the tick task: one wheel per core, each under its own
-//!   lock, a thread registering in its own; maps instants to ticks (deadlines
+//!   the next non-empty slot. Tick and generation share one word, so a future's entry
+//!   is 32 bytes. Tested against a `BTreeMap` model with proptest and cargo-fuzz.
+//! * `driver.rs` — the locks and the tick task: one shard per core, each two wheels
+//!   (futures' wakers, callbacks) under one lock, a thread registering in its own
+//!   shard; maps instants to ticks (deadlines
 //!   round up, the clock rounds down: never early), awaits a
 //!   `tokio::time::Interval` with `MissedTickBehavior::Skip`, catches up on every tick
 //!   the clock has passed when woken late, parks without ticking when nothing is near,
 //!   and wakes expired tasks and dispatches expired callbacks after releasing the lock.
 //! * `timer.rs`, `builder.rs` — the handle and its configuration.
 //! * `sleep.rs`, `timeout.rs`, `interval.rs` — the futures; [`Sleep`] is the only one
-//!   that talks to the driver.
+//!   that talks to the driver. It is 24 bytes: the timer, the deadline as nanoseconds
+//!   from the timer's origin, and its registration and state packed in one word.
 //! * `scheduled.rs` — callbacks: one `Arc` per callback holding the closure and its
 //!   state, which only the party that takes the entry out of the wheel (under the lock)
 //!   may change; the `Job` wrapper that sends a callback an executor dropped back to

@@ -194,7 +194,10 @@ impl Scheduled {
     /// [`Timer::shutdown`](crate::Timer::shutdown).
     pub fn cancel(&self) -> bool {
         let handle = self.handle();
-        handle.timer.shared.cancel_callback(handle.reg)
+        handle
+            .timer
+            .shared
+            .cancel_callback(handle.reg, &handle.task)
     }
 
     /// Lets the callback run even though this handle is dropped. The timer's driver
@@ -225,7 +228,10 @@ impl Scheduled {
 impl Drop for Scheduled {
     fn drop(&mut self) {
         if let Some(handle) = &self.inner {
-            handle.timer.shared.cancel_callback(handle.reg);
+            handle
+                .timer
+                .shared
+                .cancel_callback(handle.reg, &handle.task);
         }
     }
 }

@@ -4,10 +4,11 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::driver::{Registered, Registration};
+use crate::driver::{Registered, Registration, REGISTRATION_BITS};
 use crate::Timer;
 
 /// A future that completes at its deadline, at most one tick late.
@@ -51,32 +52,88 @@ use crate::Timer;
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Sleep {
     timer: Timer,
-    deadline: Instant,
-    state: State,
+    /// The deadline, in nanoseconds from the timer's origin (see `Clock::offset_of`):
+    /// half an `Instant`, and the tick is a division away.
+    deadline: i64,
+    /// [`State`], packed: a `Sleep` is 24 bytes, which is most of what a pending one
+    /// costs (its wheel entry is 32).
+    state: u64,
 }
 
-#[derive(Debug, Clone, Copy)]
+/// What a `Sleep` knows of its place in the wheel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// Not in the wheel: never polled, or reset after firing.
     Idle,
-    /// In the wheel at `reg`, due at `tick`.
-    Registered { reg: Registration, tick: u64 },
+    /// In the wheel at `reg`, due at the deadline's tick.
+    Registered(Registration),
     /// Fired.
     Elapsed,
 }
 
-impl Sleep {
-    pub(crate) fn new(timer: Timer, deadline: Instant) -> Sleep {
-        Sleep {
-            timer,
-            deadline,
-            state: State::Idle,
+// The packing: two tag bits below the registration's bits.
+const IDLE: u64 = 0;
+const REGISTERED: u64 = 1;
+const ELAPSED: u64 = 2;
+const _: () = assert!(REGISTRATION_BITS + 2 <= 64);
+
+impl State {
+    fn pack(self) -> u64 {
+        match self {
+            State::Idle => IDLE,
+            State::Registered(reg) => (reg.to_bits() << 2) | REGISTERED,
+            State::Elapsed => ELAPSED,
         }
     }
 
+    fn unpack(bits: u64) -> State {
+        match bits & 3 {
+            REGISTERED => State::Registered(Registration::from_bits(bits >> 2)),
+            ELAPSED => State::Elapsed,
+            _ => State::Idle,
+        }
+    }
+}
+
+impl Sleep {
+    pub(crate) fn new(timer: Timer, deadline: Instant) -> Sleep {
+        let deadline = timer.shared.clock.offset_of(deadline);
+        Sleep::at_offset(timer, deadline)
+    }
+
+    /// A `Sleep` of `duration` from `now`.
+    pub(crate) fn after(timer: Timer, now: Instant, duration: Duration) -> Sleep {
+        let deadline = timer.shared.clock.offset_after(now, duration);
+        Sleep::at_offset(timer, deadline)
+    }
+
+    fn at_offset(timer: Timer, deadline: i64) -> Sleep {
+        Sleep {
+            timer,
+            deadline,
+            state: State::Idle.pack(),
+        }
+    }
+
+    fn state(&self) -> State {
+        State::unpack(self.state)
+    }
+
+    fn set_state(&mut self, state: State) {
+        self.state = state.pack();
+    }
+
+    /// The tick this `Sleep` fires on.
+    fn tick(&self) -> u64 {
+        self.timer.shared.clock.tick_at_offset(self.deadline)
+    }
+
     /// The instant this `Sleep` completes at (at most one tick after it).
+    ///
+    /// Exactly the instant it was given, unless that was more than 292 years from the
+    /// timer's creation: such deadlines saturate there.
     pub fn deadline(&self) -> Instant {
-        self.deadline
+        self.timer.shared.clock.instant_at(self.deadline)
     }
 
     /// Whether this `Sleep` has fired (so polling it returns `Ready`).
@@ -84,11 +141,11 @@ impl Sleep {
     /// A `Sleep` that was never polled has not registered, so reports `false` even
     /// past its deadline, as tokio's does.
     pub fn is_elapsed(&self) -> bool {
-        match self.state {
+        match self.state() {
             State::Idle => false,
             State::Elapsed => true,
-            State::Registered { reg, tick } => {
-                self.timer.shared.has_fired(reg, tick) || !self.timer.shared.is_pending(reg)
+            State::Registered(reg) => {
+                self.timer.shared.has_fired(reg, self.tick()) || !self.timer.shared.is_pending(reg)
             }
         }
     }
@@ -99,13 +156,13 @@ impl Sleep {
     /// allocation); one that had fired becomes pending again. A deadline that has
     /// already passed completes it on the next poll, at the latest on the next tick.
     pub fn reset(&mut self, deadline: Instant) {
-        self.deadline = deadline;
-        let tick = self.timer.shared.clock.tick_at(deadline);
-        self.state = match self.state {
+        self.deadline = self.timer.shared.clock.offset_of(deadline);
+        let tick = self.tick();
+        let state = match self.state() {
             State::Idle | State::Elapsed => State::Idle,
-            State::Registered { reg, .. } => {
+            State::Registered(reg) => {
                 if self.timer.shared.reschedule(reg, tick) {
-                    State::Registered { reg, tick }
+                    State::Registered(reg)
                 } else {
                     // Fired already, or the new deadline has passed: register afresh on
                     // the next poll (the waker, if any, was woken to bring that poll).
@@ -113,6 +170,7 @@ impl Sleep {
                 }
             }
         };
+        self.set_state(state);
     }
 
     /// The timer this `Sleep` belongs to.
@@ -127,22 +185,22 @@ impl Future for Sleep {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         let shared = &this.timer.shared;
-        match this.state {
+        let state = match this.state() {
             State::Elapsed => return Poll::Ready(()),
-            State::Idle => {
-                let tick = shared.clock.tick_at(this.deadline);
-                match shared.register(tick, cx.waker()) {
-                    Registered::Pending(reg) => this.state = State::Registered { reg, tick },
-                    Registered::Due => this.state = State::Elapsed,
+            State::Idle => match shared.register(this.tick(), cx.waker()) {
+                Registered::Pending(reg) => State::Registered(reg),
+                Registered::Due => State::Elapsed,
+            },
+            State::Registered(reg) => {
+                if shared.has_fired(reg, this.tick()) || !shared.update_waker(reg, cx.waker()) {
+                    State::Elapsed
+                } else {
+                    return Poll::Pending;
                 }
             }
-            State::Registered { reg, tick } => {
-                if shared.has_fired(reg, tick) || !shared.update_waker(reg, cx.waker()) {
-                    this.state = State::Elapsed;
-                }
-            }
-        }
-        match this.state {
+        };
+        this.set_state(state);
+        match state {
             State::Elapsed => Poll::Ready(()),
             _ => Poll::Pending,
         }
@@ -151,9 +209,10 @@ impl Future for Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        if let State::Registered { reg, tick } = self.state {
+        if let State::Registered(reg) = self.state() {
+            let tick = self.tick();
             if !self.timer.shared.has_fired(reg, tick) {
-                self.timer.shared.cancel(reg);
+                self.timer.shared.cancel(reg, tick);
             }
         }
     }
@@ -162,8 +221,8 @@ impl Drop for Sleep {
 impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sleep")
-            .field("deadline", &self.deadline)
-            .field("state", &self.state)
+            .field("deadline", &self.deadline())
+            .field("state", &self.state())
             .finish()
     }
 }

@@ -90,10 +90,7 @@ impl Timer {
     /// See [`Sleep`] for when it touches the wheel and what dropping it does.
     #[doc(alias = "delay")]
     pub fn sleep(&self, duration: Duration) -> Sleep {
-        Sleep::new(
-            self.clone(),
-            driver::deadline_after(Instant::now(), duration),
-        )
+        Sleep::after(self.clone(), Instant::now(), duration)
     }
 
     /// A future that completes at `deadline`, at most one tick late. A deadline in the

@@ -17,23 +17,36 @@
 //!
 //! A [`Key`] pairs the slab index with a generation stamped on the entry at insert, so
 //! a key kept after its entry fired, or was removed, can never reach the entry that
-//! later reuses the same index.
+//! later reuses the same index. The generation is 20 bits, packed with the 44-bit tick
+//! into one word so that an entry is 32 bytes: a stale key could only match again
+//! after a million further inserts into its shard *and* the one that lands on its
+//! index; the driver never relies on that alone (a future checks, under the lock,
+//! that its tick has not been processed, and a callback that it is still pending).
 //!
 //! A bitmap with one bit per slot says which slots are non-empty, so the driver finds
 //! the next slot worth waking for with a few `trailing_zeros`, and a catch-up after a
 //! late wakeup visits only occupied slots.
+
+use std::num::NonZeroU64;
 
 use slab::Slab;
 
 /// End of an intrusive list.
 const NIL: u32 = u32::MAX;
 
-/// The largest tick an entry may have. Deadlines beyond it saturate to it, so
-/// `tick + slots` arithmetic can never overflow.
-pub(crate) const MAX_TICK: u64 = u64::MAX >> 2;
+/// Bits of an entry's packed word that hold its generation; the rest hold its tick.
+/// Packing both in one non-zero `u64` makes an entry 32 bytes, slab's own tag
+/// included (the zero the word can never hold tells a vacant slab slot from an
+/// occupied one), instead of 48.
+const GENERATION_BITS: u32 = 20;
+const GENERATION_MASK: u32 = (1 << GENERATION_BITS) - 1;
+
+/// The largest tick an entry may have (2^44 - 1: 557 years of 1 ms ticks). Deadlines
+/// beyond it saturate to it, so `tick + slots` arithmetic can never overflow.
+pub(crate) const MAX_TICK: u64 = (1 << (64 - GENERATION_BITS)) - 1;
 
 /// How many entries the wheel can hold: indices are stored as `u32` to keep entries
-/// small, with [`NIL`] reserved. At ~40 bytes an entry that is 160 GiB, so it is a
+/// small, with [`NIL`] reserved. At 32 bytes an entry that is 128 GiB, so it is a
 /// limit in name only, but it is checked rather than assumed.
 pub(crate) const MAX_ENTRIES: usize = NIL as usize;
 
@@ -41,8 +54,27 @@ pub(crate) const MAX_ENTRIES: usize = NIL as usize;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     index: u32,
+    /// Never 0, below 2^20.
     generation: u32,
 }
+
+impl Key {
+    /// The key as 52 bits: index, then generation. For handles that pack it.
+    pub(crate) fn to_bits(self) -> u64 {
+        (u64::from(self.index) << GENERATION_BITS) | u64::from(self.generation)
+    }
+
+    /// The inverse of [`to_bits`](Key::to_bits) (for bits it produced).
+    pub(crate) fn from_bits(bits: u64) -> Key {
+        Key {
+            index: (bits >> GENERATION_BITS) as u32,
+            generation: bits as u32 & GENERATION_MASK,
+        }
+    }
+}
+
+/// The bits [`Key::to_bits`] uses.
+pub(crate) const KEY_BITS: u32 = 32 + GENERATION_BITS;
 
 /// Why [`Wheel::insert`] refused an entry; the value comes back with it.
 #[derive(Debug, PartialEq, Eq)]
@@ -58,11 +90,32 @@ pub(crate) enum InsertError {
 #[derive(Debug)]
 pub(crate) struct Entry<T> {
     value: T,
-    /// Absolute tick the entry is due at; the entry sits in slot `tick & mask`.
-    tick: u64,
+    /// `tick << GENERATION_BITS | generation`: the absolute tick the entry is due at
+    /// (it sits in slot `tick & mask`) and its generation, which is never 0.
+    packed: NonZeroU64,
     prev: u32,
     next: u32,
-    generation: u32,
+}
+
+impl<T> Entry<T> {
+    fn tick(&self) -> u64 {
+        self.packed.get() >> GENERATION_BITS
+    }
+
+    fn generation(&self) -> u32 {
+        self.packed.get() as u32 & GENERATION_MASK
+    }
+
+    fn set_tick(&mut self, tick: u64) {
+        self.packed = pack(tick, self.generation());
+    }
+}
+
+/// `tick` (at most [`MAX_TICK`]) and a non-zero `generation` in one word.
+fn pack(tick: u64, generation: u32) -> NonZeroU64 {
+    debug_assert!(tick <= MAX_TICK && generation != 0 && generation <= GENERATION_MASK);
+    NonZeroU64::new((tick << GENERATION_BITS) | u64::from(generation))
+        .expect("the generation is never 0")
 }
 
 /// A hashed timing wheel of entries of type `T`.
@@ -77,7 +130,7 @@ pub(crate) struct Wheel<T> {
     mask: u64,
     /// Every tick `<= elapsed` has been processed: no entry has `tick <= elapsed`.
     elapsed: u64,
-    /// Stamped on the next inserted entry.
+    /// Stamped on the next inserted entry: `1..=GENERATION_MASK`, wrapping.
     generation: u32,
 }
 
@@ -91,7 +144,7 @@ impl<T> Wheel<T> {
             occupied: vec![0; slots.div_ceil(64)].into_boxed_slice(),
             mask: slots as u64 - 1,
             elapsed: 0,
-            generation: 0,
+            generation: 1,
         }
     }
 
@@ -125,13 +178,16 @@ impl<T> Wheel<T> {
         }
         let tick = tick.min(MAX_TICK);
         let generation = self.generation;
-        self.generation = self.generation.wrapping_add(1);
+        self.generation = if generation == GENERATION_MASK {
+            1
+        } else {
+            generation + 1
+        };
         let index = self.entries.insert(Entry {
             value,
-            tick,
+            packed: pack(tick, generation),
             prev: NIL,
             next: NIL,
-            generation,
         }) as u32;
         self.link(index);
         Ok(Key { index, generation })
@@ -164,18 +220,18 @@ impl<T> Wheel<T> {
     /// `Err(None)` if the key is stale; `Err(Some(value))` with the entry removed if
     /// `tick` has already been processed (the caller fires it).
     pub(crate) fn reschedule(&mut self, key: Key, tick: u64) -> Result<(), Option<T>> {
-        let current = self.get(key).ok_or(None)?.tick;
+        let current = self.get(key).ok_or(None)?.tick();
         if tick <= self.elapsed {
             return Err(self.remove(key));
         }
         let tick = tick.min(MAX_TICK);
         if (current ^ tick) & self.mask == 0 {
             // Same slot: no relinking needed.
-            self.entries[key.index as usize].tick = tick;
+            self.entries[key.index as usize].set_tick(tick);
             return Ok(());
         }
         self.unlink(key.index);
-        self.entries[key.index as usize].tick = tick;
+        self.entries[key.index as usize].set_tick(tick);
         self.link(key.index);
         Ok(())
     }
@@ -265,7 +321,7 @@ impl<T> Wheel<T> {
         while index != NIL {
             let entry = &self.entries[index as usize];
             let next = entry.next;
-            if entry.tick <= to {
+            if entry.tick() <= to {
                 if *budget == 0 {
                     return false;
                 }
@@ -281,11 +337,11 @@ impl<T> Wheel<T> {
     fn get(&self, key: Key) -> Option<&Entry<T>> {
         self.entries
             .get(key.index as usize)
-            .filter(|entry| entry.generation == key.generation)
+            .filter(|entry| entry.generation() == key.generation)
     }
 
     fn link(&mut self, index: u32) {
-        let slot = (self.entries[index as usize].tick & self.mask) as usize;
+        let slot = (self.entries[index as usize].tick() & self.mask) as usize;
         let head = self.heads[slot];
         if head != NIL {
             self.entries[head as usize].prev = index;
@@ -301,7 +357,7 @@ impl<T> Wheel<T> {
     fn unlink(&mut self, index: u32) {
         let entry = &self.entries[index as usize];
         let (prev, next) = (entry.prev, entry.next);
-        let slot = (entry.tick & self.mask) as usize;
+        let slot = (entry.tick() & self.mask) as usize;
         if prev != NIL {
             self.entries[prev as usize].next = next;
         } else {
@@ -467,6 +523,35 @@ mod tests {
         let fresh = wheel.insert(6, 7).unwrap();
         assert!(keys.iter().all(|&k| wheel.remove(k).is_none()));
         assert_eq!(wheel.remove(fresh), Some(7));
+    }
+
+    #[test]
+    fn an_entry_is_32_bytes_in_the_slab() {
+        // slab's own `Entry<T>` (private) has this shape: its tag must fit in the
+        // niche of `Entry::packed`, or every entry would grow to 40 bytes.
+        #[allow(dead_code)]
+        enum SlabEntry<T> {
+            Vacant(usize),
+            Occupied(T),
+        }
+        type Stored = Entry<std::task::Waker>;
+        assert_eq!(std::mem::size_of::<Stored>(), 32);
+        assert_eq!(std::mem::size_of::<SlabEntry<Stored>>(), 32);
+    }
+
+    #[test]
+    fn generations_wrap_past_zero_and_keys_round_trip() {
+        let mut wheel = Wheel::new(4);
+        wheel.generation = GENERATION_MASK;
+        let a = wheel.insert(MAX_TICK, 1).unwrap();
+        let b = wheel.insert(3, 2).unwrap();
+        assert_eq!((a.generation, b.generation), (GENERATION_MASK, 1));
+        assert_eq!(Key::from_bits(a.to_bits()), a);
+        assert!(a.to_bits() < 1 << KEY_BITS);
+        assert_eq!(wheel.get(a).map(Entry::tick), Some(MAX_TICK));
+        assert_eq!(wheel.remove(b), Some(2));
+        assert_eq!(wheel.remove(b), None);
+        assert_eq!(wheel.remove(a), Some(1));
     }
 
     #[test]

@@ -113,6 +113,34 @@ async fn zero_and_past_deadlines_complete_by_the_next_tick() {
     assert!(start.elapsed() <= TICK, "{:?}", start.elapsed());
 }
 
+/// A pending `Sleep` costs its own size plus a 32-byte wheel entry; the deadline is
+/// stored as an offset from the timer's origin, yet comes back exactly.
+#[cfg(target_pointer_width = "64")]
+#[tokio::test(start_paused = true)]
+async fn a_sleep_is_24_bytes_and_keeps_its_exact_deadline() {
+    assert_eq!(std::mem::size_of::<Sleep>(), 24);
+    let timer = timer();
+    let now = Instant::now();
+    let at = |d: Duration| now + d;
+    for deadline in [
+        now,
+        at(Duration::from_nanos(1)),
+        at(Duration::from_millis(1234)),
+        at(Duration::from_secs(86_400 * 365 * 100)),
+        now - Duration::from_nanos(1),
+        now - Duration::from_secs(3600),
+    ] {
+        let mut sleep = timer.sleep_until(deadline);
+        assert_eq!(sleep.deadline(), deadline);
+        sleep.reset(deadline + Duration::from_nanos(7));
+        assert_eq!(sleep.deadline(), deadline + Duration::from_nanos(7));
+    }
+    assert_eq!(
+        timer.sleep(Duration::from_millis(5)).deadline(),
+        at(Duration::from_millis(5))
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn huge_deadlines_saturate_without_panicking() {
     let timer = timer();
