@@ -110,6 +110,17 @@ impl Clock {
         }
     }
 
+    /// Whether the tick of the deadline at `offset` is at or before `elapsed`, i.e.
+    /// `tick_at_offset(offset) <= elapsed`, with a multiplication instead of the
+    /// division: a `Sleep` asks this on every poll and drop.
+    pub(crate) fn is_processed(&self, offset: i64, elapsed: u64) -> bool {
+        match u64::try_from(offset) {
+            // ceil(ns / tick) <= elapsed  <=>  ns <= elapsed * tick
+            Ok(ns) => elapsed >= MAX_TICK || ns <= elapsed.saturating_mul(self.tick_ns),
+            Err(_) => true,
+        }
+    }
+
     /// [`tick_at`](Clock::tick_at) for a deadline given by its offset.
     pub(crate) fn tick_at_offset(&self, offset: i64) -> u64 {
         let Ok(ns) = u64::try_from(offset) else {
@@ -366,9 +377,11 @@ impl Shared {
         (index as u16, &self.shards[index])
     }
 
-    /// Whether `reg`, due at `tick`, has certainly fired (lock-free).
-    pub(crate) fn has_fired(&self, reg: Registration, tick: u64) -> bool {
-        tick <= self.shard(reg).elapsed.load(Ordering::Acquire)
+    /// Whether `reg`, due at the deadline `offset` (see [`Clock::offset_of`]), has
+    /// certainly fired (lock-free).
+    pub(crate) fn has_fired(&self, reg: Registration, offset: i64) -> bool {
+        let elapsed = self.shard(reg).elapsed.load(Ordering::Acquire);
+        self.clock.is_processed(offset, elapsed)
     }
 
     /// Registers a future's waker for `tick`.
@@ -441,12 +454,12 @@ impl Shared {
         }
     }
 
-    /// Removes a future's entry, due at `tick`, if it is still pending.
-    pub(crate) fn cancel(&self, reg: Registration, tick: u64) {
+    /// Removes a future's entry, due at the deadline `offset`, if it is still pending.
+    pub(crate) fn cancel(&self, reg: Registration, offset: i64) {
         let mut wheels = lock(&self.shard(reg).wheels);
         // Under the lock, an entry whose tick is not processed yet is still there, so
         // the key is not stale: the generation is a second guard, not the only one.
-        if tick <= wheels.futures.elapsed() {
+        if self.clock.is_processed(offset, wheels.futures.elapsed()) {
             return;
         }
         let removed = wheels.futures.remove(reg.key);
@@ -934,12 +947,24 @@ mod tests {
         for ns in [0, 1, -1, 9_999_999, 10_000_000, 10_000_001, -5_000_000_000] {
             let instant = clock.instant_at(ns);
             assert_eq!(clock.offset_of(instant), ns);
-            assert_eq!(clock.tick_at_offset(ns), clock.tick_at(instant), "{ns}");
+            let tick = clock.tick_at_offset(ns);
+            assert_eq!(tick, clock.tick_at(instant), "{ns}");
+            for elapsed in [0, 1, 2, tick.saturating_sub(1), tick, tick + 1, u64::MAX] {
+                assert_eq!(
+                    clock.is_processed(ns, elapsed),
+                    tick <= elapsed,
+                    "{ns} {elapsed}"
+                );
+            }
         }
         // Past 292 years the offset saturates; the tick stays in range.
         let far = origin + Duration::from_secs(86_400 * 365 * 400);
         assert_eq!(clock.offset_of(far), i64::MAX);
         assert!(clock.tick_at_offset(i64::MAX) <= MAX_TICK);
+        let tiny = Clock::new(origin, Duration::from_nanos(1));
+        assert_eq!(tiny.tick_at_offset(i64::MAX), MAX_TICK);
+        assert!(tiny.is_processed(i64::MAX, MAX_TICK));
+        assert!(!tiny.is_processed(i64::MAX, MAX_TICK - 1));
         let after = clock.offset_after(origin, Duration::MAX);
         assert_eq!(clock.instant_at(after), far_future(origin));
     }

@@ -145,7 +145,8 @@ impl Sleep {
             State::Idle => false,
             State::Elapsed => true,
             State::Registered(reg) => {
-                self.timer.shared.has_fired(reg, self.tick()) || !self.timer.shared.is_pending(reg)
+                self.timer.shared.has_fired(reg, self.deadline)
+                    || !self.timer.shared.is_pending(reg)
             }
         }
     }
@@ -192,7 +193,7 @@ impl Future for Sleep {
                 Registered::Due => State::Elapsed,
             },
             State::Registered(reg) => {
-                if shared.has_fired(reg, this.tick()) || !shared.update_waker(reg, cx.waker()) {
+                if shared.has_fired(reg, this.deadline) || !shared.update_waker(reg, cx.waker()) {
                     State::Elapsed
                 } else {
                     return Poll::Pending;
@@ -210,9 +211,8 @@ impl Future for Sleep {
 impl Drop for Sleep {
     fn drop(&mut self) {
         if let State::Registered(reg) = self.state() {
-            let tick = self.tick();
-            if !self.timer.shared.has_fired(reg, tick) {
-                self.timer.shared.cancel(reg, tick);
+            if !self.timer.shared.has_fired(reg, self.deadline) {
+                self.timer.shared.cancel(reg, self.deadline);
             }
         }
     }
