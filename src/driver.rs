@@ -84,7 +84,11 @@ impl Clock {
 
     /// The first tick that ends at or after `deadline` (saturating).
     pub(crate) fn tick_at(&self, deadline: Instant) -> u64 {
-        let ns = nanos(deadline.saturating_duration_since(self.origin));
+        self.ticks_rounding_up(nanos(deadline.saturating_duration_since(self.origin)))
+    }
+
+    /// The first tick that ends at or after `ns` past the origin (saturating).
+    fn ticks_rounding_up(&self, ns: u64) -> u64 {
         (ns / self.tick_ns + u64::from(ns % self.tick_ns != 0)).min(MAX_TICK)
     }
 
@@ -123,10 +127,7 @@ impl Clock {
 
     /// [`tick_at`](Clock::tick_at) for a deadline given by its offset.
     pub(crate) fn tick_at_offset(&self, offset: i64) -> u64 {
-        let Ok(ns) = u64::try_from(offset) else {
-            return 0;
-        };
-        (ns / self.tick_ns + u64::from(ns % self.tick_ns != 0)).min(MAX_TICK)
+        u64::try_from(offset).map_or(0, |ns| self.ticks_rounding_up(ns))
     }
 
     /// The offset of `duration` after `now`, saturating as [`deadline_after`] does.
@@ -476,10 +477,10 @@ impl Shared {
         let mut wheels = lock(&self.shard(reg).wheels);
         // The entry must be this very task: the generation is a second guard, not the
         // only one, against a key whose entry fired and whose index was reused.
-        if !matches!(wheels.callbacks.get_mut(reg.key), Some(stored) if Arc::ptr_eq(stored, task)) {
-            return false;
-        }
-        let Some(removed) = wheels.callbacks.remove(reg.key) else {
+        let Some(removed) = wheels
+            .callbacks
+            .remove_if(reg.key, |stored| Arc::ptr_eq(stored, task))
+        else {
             return false;
         };
         mark_cancelled(&removed);

@@ -196,7 +196,14 @@ impl<T> Wheel<T> {
     /// Removes the entry `key` names and returns its value, or `None` if it is gone
     /// (fired or removed before).
     pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
-        self.get(key)?;
+        self.remove_if(key, |_| true)
+    }
+
+    /// [`remove`](Wheel::remove), but only if `keep_out` approves the entry's value.
+    pub(crate) fn remove_if(&mut self, key: Key, keep_out: impl FnOnce(&T) -> bool) -> Option<T> {
+        if !keep_out(&self.get(key)?.value) {
+            return None;
+        }
         self.unlink(key.index);
         Some(self.entries.remove(key.index as usize).value)
     }
