@@ -35,8 +35,9 @@
 //! missed.
 //!
 //! The driver holds only a `Weak` to [`Shared`] while it waits, so when the last
-//! `Timer` clone and the last future holding one are dropped, `Shared` drops,
-//! notifies the driver, and the driver ends.
+//! `Timer` clone and the last future or callback handle are dropped (those hold an
+//! [`Anchor`], a per-shard strong reference), `Shared` drops, notifies the driver, and
+//! the driver ends.
 
 use std::fmt;
 use std::future::Future;
@@ -322,6 +323,37 @@ pub(crate) enum Registered {
     Pending(Registration),
     /// Due already (or the timer is shut down): complete now.
     Due,
+}
+
+/// A strong reference to [`Shared`] with a reference count of its own, one per shard.
+///
+/// Every `Sleep` and `Scheduled` holds one, taken from the creating thread's shard,
+/// instead of a `Timer` clone. Cloning an `Arc` writes its count; with one count for the
+/// whole timer, two workers creating and dropping timeouts passed that cache line to
+/// each other twice per timeout (a tenth of churn-mt's CPU in `perf`). `Timer` handles
+/// own the anchors, and each anchor keeps `Shared`, and so the driver, alive, as the
+/// `Timer` clone it replaces did.
+#[repr(align(128))] // the counts (at the start of the Arc) alone in their cache lines
+pub(crate) struct Anchor {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Anchor {
+    /// One anchor per shard of `shared`.
+    pub(crate) fn all(shared: &Arc<Shared>) -> Arc<[Arc<Anchor>]> {
+        (0..shared.shards.len())
+            .map(|_| {
+                Arc::new(Anchor {
+                    shared: shared.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// The calling thread's anchor among `anchors` (from [`Anchor::all`]).
+    pub(crate) fn local(anchors: &[Arc<Anchor>]) -> Arc<Anchor> {
+        anchors[thread_shard() % anchors.len()].clone()
+    }
 }
 
 /// Gives each thread a shard index: threads are numbered in the order they first
@@ -992,5 +1024,39 @@ mod tests {
         assert!(clock.instant_of(MAX_TICK) > origin);
         let coarse = Clock::new(origin, Duration::MAX);
         assert_eq!(coarse.tick_at(far), 1);
+    }
+
+    #[test]
+    fn each_thread_holds_its_own_shards_anchor() {
+        let mut config = crate::Builder::default().validate().expect("defaults");
+        config.shards = 2;
+        let shared = Shared::new(config, None);
+        let anchors = Anchor::all(&shared);
+        assert_eq!(anchors.len(), 2);
+        assert_eq!(
+            Arc::strong_count(&shared),
+            3,
+            "the test's and one per anchor"
+        );
+        let here = Anchor::local(&anchors);
+        assert!(
+            Arc::ptr_eq(&here, &Anchor::local(&anchors)),
+            "same thread, same anchor"
+        );
+        // Two threads started one after the other take consecutive shard numbers, so
+        // one of them differs from this thread's.
+        let others: Vec<Arc<Anchor>> = (0..2)
+            .map(|_| std::thread::scope(|s| s.spawn(|| Anchor::local(&anchors)).join().unwrap()))
+            .collect();
+        assert!(
+            !Arc::ptr_eq(&others[0], &others[1]),
+            "consecutive threads differ"
+        );
+        // Holding an anchor holds the shared state: dropping everything else leaves it.
+        let weak = Arc::downgrade(&shared);
+        drop((shared, anchors, others));
+        assert!(weak.upgrade().is_some(), "`here` keeps it");
+        drop(here);
+        assert!(weak.upgrade().is_none());
     }
 }

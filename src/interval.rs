@@ -58,7 +58,7 @@ pub struct Interval {
 impl Interval {
     pub(crate) fn new(sleep: Sleep, period: Duration) -> Interval {
         let period = if period.is_zero() {
-            sleep.timer().tick()
+            sleep.shared().clock.tick()
         } else {
             period
         };
@@ -92,7 +92,7 @@ impl Interval {
             now = Instant::now();
         }
         let late = now.saturating_duration_since(scheduled);
-        let next = if late > self.sleep.timer().tick() {
+        let next = if late > self.sleep.shared().clock.tick() {
             self.missed(scheduled, now)
         } else {
             scheduled.checked_add(self.period)

@@ -86,9 +86,13 @@
 //!   `tokio::time::Interval` with `MissedTickBehavior::Skip`, catches up on every tick
 //!   the clock has passed when woken late, parks without ticking when nothing is near,
 //!   and wakes expired tasks and dispatches expired callbacks after releasing the lock.
-//! * `timer.rs`, `builder.rs` — the handle and its configuration.
+//!   Its `Anchor`s are what futures and callback handles hold to keep the timer alive:
+//!   one reference-counted anchor per shard, so threads creating and dropping timeouts
+//!   each write their own reference count, not one they all share.
+//! * `timer.rs`, `builder.rs` — the handle (which owns the anchors) and its
+//!   configuration.
 //! * `sleep.rs`, `timeout.rs`, `interval.rs` — the futures; [`Sleep`] is the only one
-//!   that talks to the driver. It is 24 bytes: the timer, the deadline as nanoseconds
+//!   that talks to the driver. It is 24 bytes: an anchor, the deadline as nanoseconds
 //!   from the timer's origin, and its registration and state packed in one word.
 //! * `scheduled.rs` — callbacks: one `Arc` per callback holding the closure and its
 //!   state, which only the party that takes the entry out of the wheel (under the lock)

@@ -17,9 +17,8 @@ use std::sync::{Arc, PoisonError, Weak};
 
 use tokio::time::Instant;
 
-use crate::driver::{Registration, Shared};
+use crate::driver::{Anchor, Registration, Shared};
 use crate::sync::{AtomicU8, Mutex};
-use crate::Timer;
 
 const SCHEDULED: u8 = 0;
 const EXPIRED: u8 = 1;
@@ -136,7 +135,7 @@ impl Drop for Job {
     }
 }
 
-/// The handle of a callback registered with [`Timer::schedule`].
+/// The handle of a callback registered with [`Timer::schedule`](crate::Timer::schedule).
 ///
 /// # Cancellation
 ///
@@ -171,15 +170,15 @@ pub struct Scheduled {
 }
 
 struct Handle {
-    timer: Timer,
+    anchor: Arc<Anchor>,
     reg: Registration,
     task: TaskRef,
 }
 
 impl Scheduled {
-    pub(crate) fn new(timer: Timer, reg: Registration, task: TaskRef) -> Scheduled {
+    pub(crate) fn new(anchor: Arc<Anchor>, reg: Registration, task: TaskRef) -> Scheduled {
         Scheduled {
-            inner: Some(Handle { timer, reg, task }),
+            inner: Some(Handle { anchor, reg, task }),
         }
     }
 
@@ -195,16 +194,16 @@ impl Scheduled {
     pub fn cancel(&self) -> bool {
         let handle = self.handle();
         handle
-            .timer
+            .anchor
             .shared
             .cancel_callback(handle.reg, &handle.task)
     }
 
     /// Lets the callback run even though this handle is dropped. The timer's driver
-    /// stays alive until it has run, even if every [`Timer`] clone is gone.
+    /// stays alive until it has run, even if every [`Timer`](crate::Timer) clone is gone.
     pub fn detach(mut self) {
         if let Some(handle) = self.inner.take() {
-            handle.timer.shared.detach();
+            handle.anchor.shared.detach();
         }
     }
 
@@ -229,7 +228,7 @@ impl Drop for Scheduled {
     fn drop(&mut self) {
         if let Some(handle) = &self.inner {
             handle
-                .timer
+                .anchor
                 .shared
                 .cancel_callback(handle.reg, &handle.task);
         }

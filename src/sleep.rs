@@ -3,17 +3,18 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::driver::{Registered, Registration, REGISTRATION_BITS};
-use crate::Timer;
+use crate::driver::{Anchor, Registered, Registration, Shared, REGISTRATION_BITS};
 
 /// A future that completes at its deadline, at most one tick late.
 ///
-/// Made by [`Timer::sleep`], [`Timer::sleep_until`] or the free functions
+/// Made by [`Timer::sleep`](crate::Timer::sleep),
+/// [`Timer::sleep_until`](crate::Timer::sleep_until) or the free functions
 /// [`sleep`](crate::sleep) and [`sleep_until`](crate::sleep_until).
 ///
 /// * **Lazy.** Creating a `Sleep` touches no shared state: it registers in the wheel on
@@ -25,8 +26,8 @@ use crate::Timer;
 /// # Cancellation
 ///
 /// Dropping a `Sleep` removes it from the wheel in O(1) and frees its slot at once
-/// ([`Timer::pending`] drops by one). Nothing is retained until the deadline, unlike
-/// Netty's lazily purged cancellation queue.
+/// ([`Timer::pending`](crate::Timer::pending) drops by one). Nothing is retained until
+/// the deadline, unlike Netty's lazily purged cancellation queue.
 ///
 /// # Shutdown
 ///
@@ -51,7 +52,7 @@ use crate::Timer;
 /// ```
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Sleep {
-    timer: Timer,
+    anchor: Arc<Anchor>,
     /// The deadline, in nanoseconds from the timer's origin (see `Clock::offset_of`):
     /// half an `Instant`, and the tick is a division away.
     deadline: i64,
@@ -96,20 +97,20 @@ impl State {
 }
 
 impl Sleep {
-    pub(crate) fn new(timer: Timer, deadline: Instant) -> Sleep {
-        let deadline = timer.shared.clock.offset_of(deadline);
-        Sleep::at_offset(timer, deadline)
+    pub(crate) fn new(anchor: Arc<Anchor>, deadline: Instant) -> Sleep {
+        let deadline = anchor.shared.clock.offset_of(deadline);
+        Sleep::at_offset(anchor, deadline)
     }
 
     /// A `Sleep` of `duration` from `now`.
-    pub(crate) fn after(timer: Timer, now: Instant, duration: Duration) -> Sleep {
-        let deadline = timer.shared.clock.offset_after(now, duration);
-        Sleep::at_offset(timer, deadline)
+    pub(crate) fn after(anchor: Arc<Anchor>, now: Instant, duration: Duration) -> Sleep {
+        let deadline = anchor.shared.clock.offset_after(now, duration);
+        Sleep::at_offset(anchor, deadline)
     }
 
-    fn at_offset(timer: Timer, deadline: i64) -> Sleep {
+    fn at_offset(anchor: Arc<Anchor>, deadline: i64) -> Sleep {
         Sleep {
-            timer,
+            anchor,
             deadline,
             state: State::Idle.pack(),
         }
@@ -125,7 +126,7 @@ impl Sleep {
 
     /// The tick this `Sleep` fires on.
     fn tick(&self) -> u64 {
-        self.timer.shared.clock.tick_at_offset(self.deadline)
+        self.shared().clock.tick_at_offset(self.deadline)
     }
 
     /// The instant this `Sleep` completes at (at most one tick after it).
@@ -133,7 +134,7 @@ impl Sleep {
     /// Exactly the instant it was given, unless that was more than 292 years from the
     /// timer's creation: such deadlines saturate there.
     pub fn deadline(&self) -> Instant {
-        self.timer.shared.clock.instant_at(self.deadline)
+        self.shared().clock.instant_at(self.deadline)
     }
 
     /// Whether this `Sleep` has fired (so polling it returns `Ready`).
@@ -145,8 +146,7 @@ impl Sleep {
             State::Idle => false,
             State::Elapsed => true,
             State::Registered(reg) => {
-                self.timer.shared.has_fired(reg, self.deadline)
-                    || !self.timer.shared.is_pending(reg)
+                self.shared().has_fired(reg, self.deadline) || !self.shared().is_pending(reg)
             }
         }
     }
@@ -157,12 +157,12 @@ impl Sleep {
     /// allocation); one that had fired becomes pending again. A deadline that has
     /// already passed completes it on the next poll, at the latest on the next tick.
     pub fn reset(&mut self, deadline: Instant) {
-        self.deadline = self.timer.shared.clock.offset_of(deadline);
+        self.deadline = self.shared().clock.offset_of(deadline);
         let tick = self.tick();
         let state = match self.state() {
             State::Idle | State::Elapsed => State::Idle,
             State::Registered(reg) => {
-                if self.timer.shared.reschedule(reg, tick) {
+                if self.shared().reschedule(reg, tick) {
                     State::Registered(reg)
                 } else {
                     // Fired already, or the new deadline has passed: register afresh on
@@ -174,9 +174,9 @@ impl Sleep {
         self.set_state(state);
     }
 
-    /// The timer this `Sleep` belongs to.
-    pub(crate) fn timer(&self) -> &Timer {
-        &self.timer
+    /// The shared state of the timer this `Sleep` belongs to.
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.anchor.shared
     }
 }
 
@@ -185,7 +185,7 @@ impl Future for Sleep {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        let shared = &this.timer.shared;
+        let shared = &*this.anchor.shared;
         let state = match this.state() {
             State::Elapsed => return Poll::Ready(()),
             State::Idle => match shared.register(this.tick(), cx.waker()) {
@@ -211,8 +211,8 @@ impl Future for Sleep {
 impl Drop for Sleep {
     fn drop(&mut self) {
         if let State::Registered(reg) = self.state() {
-            if !self.timer.shared.has_fired(reg, self.deadline) {
-                self.timer.shared.cancel(reg, self.deadline);
+            if !self.shared().has_fired(reg, self.deadline) {
+                self.shared().cancel(reg, self.deadline);
             }
         }
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::driver::{self, Shared};
+use crate::driver::{self, Anchor, Shared};
 use crate::scheduled::{self, Scheduled};
 use crate::{Builder, Error, Interval, Sleep, Timeout, Unfired};
 
@@ -38,6 +38,8 @@ use crate::{Builder, Error, Interval, Sleep, Timeout, Unfired};
 #[derive(Clone)]
 pub struct Timer {
     pub(crate) shared: Arc<Shared>,
+    /// What the timer's futures and callback handles hold instead of a clone of it.
+    anchors: Arc<[Arc<Anchor>]>,
 }
 
 /// A snapshot of what a [`Timer`] has done, from [`Timer::stats`].
@@ -81,7 +83,13 @@ impl Timer {
     }
 
     pub(crate) fn from_shared(shared: Arc<Shared>) -> Timer {
-        Timer { shared }
+        let anchors = Anchor::all(&shared);
+        Timer { shared, anchors }
+    }
+
+    /// A reference that keeps this timer alive, from the calling thread's shard.
+    pub(crate) fn anchor(&self) -> Arc<Anchor> {
+        Anchor::local(&self.anchors)
     }
 
     /// A future that completes `duration` from now, at most one tick late.
@@ -90,13 +98,13 @@ impl Timer {
     /// See [`Sleep`] for when it touches the wheel and what dropping it does.
     #[doc(alias = "delay")]
     pub fn sleep(&self, duration: Duration) -> Sleep {
-        Sleep::after(self.clone(), Instant::now(), duration)
+        Sleep::after(self.anchor(), Instant::now(), duration)
     }
 
     /// A future that completes at `deadline`, at most one tick late. A deadline in the
     /// past completes on its first poll, or at the latest on the next tick.
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
-        Sleep::new(self.clone(), deadline)
+        Sleep::new(self.anchor(), deadline)
     }
 
     /// Runs `future` with a deadline `duration` from now; see [`Timeout`].
@@ -242,7 +250,7 @@ impl Timer {
     {
         let task = scheduled::task(deadline, f);
         let reg = self.shared.schedule(task.clone())?;
-        Ok(Scheduled::new(self.clone(), reg, task))
+        Ok(Scheduled::new(self.anchor(), reg, task))
     }
 
     /// Stops the timer and returns every callback that never ran.
