@@ -292,6 +292,9 @@ pub(crate) struct Shared {
     /// callback has no handle to keep the timer alive, yet must run. Released (outside
     /// the lock) when no callback is pending.
     keep_alive: Mutex<Option<Arc<Shared>>>,
+    /// Whether `keep_alive` is set; written only under its lock, read without it by
+    /// `detach`'s fast path.
+    kept_alive: AtomicBool,
     /// Expired callbacks an executor dropped unrun; the driver runs them inline.
     rejected: Mutex<Vec<TaskRef>>,
     pub(crate) clock: Clock,
@@ -387,6 +390,7 @@ impl Shared {
             shutdown: AtomicBool::new(false),
             callbacks: AtomicUsize::new(0),
             keep_alive: Mutex::new(None),
+            kept_alive: AtomicBool::new(false),
             rejected: Mutex::new(Vec::new()),
             clock: Clock::new(Instant::now(), config.tick),
             wheel_size: config.wheel_size,
@@ -533,12 +537,17 @@ impl Shared {
     fn callbacks_gone(&self, n: usize) {
         if n > 0 && self.callbacks.fetch_sub(n, Ordering::SeqCst) == n {
             let mut keep_alive = lock(&self.keep_alive);
-            // Re-checked under the lock: a callback scheduled and detached since the
-            // count reached zero may have found the keep-alive still set, and relies on
-            // it (loom: `detach_vs_last_callback_keeps_the_timer_alive`).
+            // Re-checked under the lock, after clearing the flag: a callback scheduled
+            // and detached since the count reached zero may have seen the flag still
+            // set, and relies on the keep-alive (loom:
+            // `detach_vs_last_callback_keeps_the_timer_alive`). Its count was added
+            // before it read the flag, so if it read it before this clear, this load
+            // sees its count.
+            self.kept_alive.store(false, Ordering::SeqCst);
             let release = if self.callbacks.load(Ordering::SeqCst) == 0 {
                 keep_alive.take()
             } else {
+                self.kept_alive.store(keep_alive.is_some(), Ordering::SeqCst);
                 None
             };
             drop(keep_alive);
@@ -550,12 +559,20 @@ impl Shared {
     /// A callback's handle was detached: keep the timer alive until no callback is
     /// pending, since that one has nothing else keeping it.
     pub(crate) fn detach(self: &Arc<Self>) {
+        // Lock-free when the timer already keeps itself alive, as it does while any
+        // detached callback is pending: `callbacks_gone` clears the flag before it
+        // re-reads the count, so seeing it set here means our (counted) callback is
+        // seen there.
+        if self.kept_alive.load(Ordering::SeqCst) {
+            return;
+        }
         let mut keep_alive = lock(&self.keep_alive);
         // Checked under the keep-alive lock, under which `callbacks_gone` re-reads the
         // count before releasing: either it sees our callback counted, or we see the
         // keep-alive gone and set it again.
         if self.callbacks.load(Ordering::SeqCst) > 0 && keep_alive.is_none() {
             *keep_alive = Some(self.clone());
+            self.kept_alive.store(true, Ordering::SeqCst);
         }
     }
 
