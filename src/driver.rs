@@ -547,7 +547,8 @@ impl Shared {
             let release = if self.callbacks.load(Ordering::SeqCst) == 0 {
                 keep_alive.take()
             } else {
-                self.kept_alive.store(keep_alive.is_some(), Ordering::SeqCst);
+                self.kept_alive
+                    .store(keep_alive.is_some(), Ordering::SeqCst);
                 None
             };
             drop(keep_alive);
