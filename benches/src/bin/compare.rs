@@ -116,14 +116,14 @@ fn churn_mt_row() {
         tokio.push(churn_mt(Some(Peer::Tokio), 300) - b);
         pingora.push(churn_mt(Some(Peer::Pingora), 300) - b);
     }
-    let ratios: Vec<f64> = tokio.iter().zip(&ours).map(|(t, o)| t / o).collect();
+    let mut ratios: Vec<f64> = tokio.iter().zip(&ours).map(|(t, o)| t / o).collect();
     println!(
         "| churn-mt overhead over yield_now ({:.0} ns), median (min–max) of {ROUNDS} rounds | {} | {} | pingora {} | {} |",
         median(&mut base),
         spread(&mut ours, ""),
         spread(&mut tokio, ""),
         spread(&mut pingora, ""),
-        spread(&mut ratios.clone(), "×"),
+        spread(&mut ratios, "×"),
     );
 }
 
