@@ -167,31 +167,31 @@ pub mod loom_hooks {
     /// One driver turn, as if the clock had reached the end of tick `now`.
     pub fn turn(timer: &Timer, now: u64) {
         let mut expired = Vec::new();
-        let _: Turn = timer.shared.turn_to(now, &mut expired);
+        let _: Turn = timer.shared().turn_to(now, &mut expired);
     }
 
     /// When tick `tick` of `timer` ends. Models place deadlines with it rather than
     /// with `Instant::now()`, so a slow machine cannot move them into the next tick.
     pub fn tick_end(timer: &Timer, tick: u64) -> crate::Instant {
-        timer.shared.clock.instant_of(tick)
+        timer.shared().clock.instant_of(tick)
     }
 
     /// The tick the driver would sleep until after its last turn (`u64::MAX`: until
     /// notified). No lost wakeup means this is never after a pending entry's tick,
     /// unless the driver was notified.
     pub fn parked_until(timer: &Timer) -> u64 {
-        timer.shared.parked_until()
+        timer.shared().parked_until()
     }
 
     /// Whether the timer holds itself alive for detached callbacks.
     pub fn kept_alive(timer: &Timer) -> bool {
-        timer.shared.kept_alive()
+        timer.shared().kept_alive()
     }
 
     /// The synchronous part of `Timer::shutdown` (the rest waits for the driver task,
     /// which a model does not have).
     pub fn shutdown(timer: &Timer) -> Vec<crate::Unfired> {
-        timer.shared.shutdown()
+        timer.shared().shutdown()
     }
 }
 

@@ -37,8 +37,8 @@ use crate::{Builder, Error, Interval, Sleep, Timeout, Unfired};
 /// ```
 #[derive(Clone)]
 pub struct Timer {
-    pub(crate) shared: Arc<Shared>,
-    /// What the timer's futures and callback handles hold instead of a clone of it.
+    /// One per shard, each holding the shared state: what the timer's futures and
+    /// callback handles hold instead of a clone of it (see `driver::Anchor`).
     anchors: Arc<[Arc<Anchor>]>,
 }
 
@@ -83,8 +83,14 @@ impl Timer {
     }
 
     pub(crate) fn from_shared(shared: Arc<Shared>) -> Timer {
-        let anchors = Anchor::all(&shared);
-        Timer { shared, anchors }
+        Timer {
+            anchors: Anchor::all(&shared),
+        }
+    }
+
+    /// The shared state (every anchor holds the same).
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.anchors[0].shared
     }
 
     /// A reference that keeps this timer alive, from the calling thread's shard.
@@ -140,13 +146,13 @@ impl Timer {
     ///
     /// Exact at the moment of the call (it takes the wheel's lock).
     pub fn pending(&self) -> usize {
-        self.shared.pending()
+        self.shared().pending()
     }
 
     /// The wheel's resolution: how late, at most, a timer fires (plus the runtime's
     /// scheduling delay).
     pub fn tick(&self) -> Duration {
-        self.shared.clock.tick()
+        self.shared().clock.tick()
     }
 
     /// Counters of what the timer has done; see [`Stats`].
@@ -168,7 +174,7 @@ impl Timer {
     /// # }
     /// ```
     pub fn stats(&self) -> Stats {
-        self.shared.stats()
+        self.shared().stats()
     }
 
     /// Runs `f` once, `delay` from now (at most one tick late), on the timer's
@@ -249,7 +255,7 @@ impl Timer {
         F: FnOnce() + Send + 'static,
     {
         let task = scheduled::task(deadline, f);
-        let reg = self.shared.schedule(task.clone())?;
+        let reg = self.shared().schedule(task.clone())?;
         Ok(Scheduled::new(self.anchor(), reg, task))
     }
 
@@ -286,8 +292,8 @@ impl Timer {
     /// # }
     /// ```
     pub async fn shutdown(&self) -> Vec<Unfired> {
-        let unfired = self.shared.shutdown();
-        self.shared.stopped().await;
+        let unfired = self.shared().shutdown();
+        self.shared().stopped().await;
         unfired
     }
 
@@ -295,7 +301,7 @@ impl Timer {
     /// down. From then on every future completes at once: a loop driven only by an
     /// [`Interval`] should check this.
     pub fn is_shutdown(&self) -> bool {
-        self.shared.is_shutdown()
+        self.shared().is_shutdown()
     }
 }
 
@@ -310,7 +316,7 @@ impl fmt::Debug for Timer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Timer")
             .field("tick", &self.tick())
-            .field("wheel_size", &self.shared.wheel_size())
+            .field("wheel_size", &self.shared().wheel_size())
             .field("pending", &self.pending())
             .finish()
     }
