@@ -10,10 +10,10 @@
 //!
 //! Time is cut into ticks counted from the timer's `origin`: tick `k` ends at
 //! `origin + k * tick`. A deadline goes to the first tick that ends at or after it
-//! ([`Clock::tick_at`], rounding up), and the driver processes tick `k` only once the
-//! clock has passed its end ([`Clock::tick_now`], rounding down). That pair of roundings
-//! is the whole "never early" argument; lateness is the rest of the tick plus however
-//! late the runtime woke us.
+//! ([`Clock::tick_at_offset`], rounding up), and the driver processes tick `k` only once
+//! the clock has passed its end ([`Clock::tick_now`], rounding down). That pair of
+//! roundings is the whole "never early" argument; lateness is the rest of the tick plus
+//! however late the runtime woke us.
 //!
 //! The driver task awaits a `tokio::time::Interval` of one tick with
 //! [`MissedTickBehavior::Skip`]: when the runtime wakes us late, each turn processes
@@ -52,7 +52,7 @@ use tokio::sync::{watch, Notify};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use crate::builder::Config;
-use crate::scheduled::{mark_cancelled, mark_expired, mark_unfired, run_caught, Job, TaskRef};
+use crate::scheduled::{run_caught, Job, TaskBox};
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 use crate::wheel::{InsertError, Key, Wheel, KEY_BITS, MAX_ENTRIES, MAX_TICK};
 use crate::{Error, Executor, Stats, Unfired};
@@ -83,7 +83,9 @@ impl Clock {
         }
     }
 
-    /// The first tick that ends at or after `deadline` (saturating).
+    /// The first tick that ends at or after `deadline` (saturating). The code uses
+    /// [`tick_at_offset`](Clock::tick_at_offset), on the offsets it stores instead.
+    #[cfg(test)]
     pub(crate) fn tick_at(&self, deadline: Instant) -> u64 {
         self.ticks_rounding_up(nanos(deadline.saturating_duration_since(self.origin)))
     }
@@ -126,7 +128,7 @@ impl Clock {
         }
     }
 
-    /// [`tick_at`](Clock::tick_at) for a deadline given by its offset.
+    /// The first tick that ends at or after the deadline `offset` (saturating).
     pub(crate) fn tick_at_offset(&self, offset: i64) -> u64 {
         u64::try_from(offset).map_or(0, |ns| self.ticks_rounding_up(ns))
     }
@@ -178,7 +180,7 @@ pub(crate) enum Payload {
     /// A future's task to wake.
     Wake(Waker),
     /// A callback to hand to the executor.
-    Callback(TaskRef),
+    Callback(TaskBox),
 }
 
 impl fmt::Debug for Payload {
@@ -228,7 +230,12 @@ const _: () = assert!(crate::builder::MAX_SHARDS <= 1 << SHARD_BITS);
 #[derive(Debug)]
 pub(crate) struct Wheels {
     futures: Wheel<Waker>,
-    callbacks: Wheel<TaskRef>,
+    callbacks: Wheel<TaskBox>,
+    /// The id the next callback scheduled in this shard gets.
+    next_id: u64,
+    /// Ids of the callbacks shutdown took out unrun, sorted: how a `Scheduled` tells
+    /// "returned by shutdown" from "expired" once its entry is gone. Empty until then.
+    unfired: Vec<u64>,
 }
 
 impl Wheels {
@@ -236,6 +243,8 @@ impl Wheels {
         Wheels {
             futures: Wheel::new(slots),
             callbacks: Wheel::new(slots),
+            next_id: 0,
+            unfired: Vec::new(),
         }
     }
 
@@ -296,7 +305,7 @@ pub(crate) struct Shared {
     /// `detach`'s fast path.
     kept_alive: AtomicBool,
     /// Expired callbacks an executor dropped unrun; the driver runs them inline.
-    rejected: Mutex<Vec<TaskRef>>,
+    rejected: Mutex<Vec<TaskBox>>,
     pub(crate) clock: Clock,
     wheel_size: usize,
     max_pending: usize,
@@ -318,6 +327,19 @@ impl fmt::Debug for Shared {
             .field("executor", &self.executor)
             .finish_non_exhaustive()
     }
+}
+
+/// Where a callback is, as its [`Scheduled`](crate::Scheduled) handle sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallbackState {
+    /// In the wheel.
+    Scheduled,
+    /// Taken out by the driver and handed to the executor.
+    Expired,
+    /// Taken out by its handle's `cancel`.
+    Cancelled,
+    /// Taken out by shutdown, unrun.
+    Unfired,
 }
 
 /// Outcome of a registration attempt.
@@ -440,9 +462,9 @@ impl Shared {
         }
     }
 
-    /// Registers a callback due at its deadline.
-    pub(crate) fn schedule(&self, task: TaskRef) -> Result<Registration, Error> {
-        let tick = self.clock.tick_at(task.deadline());
+    /// Registers a callback due at its deadline; returns where it is and its id.
+    pub(crate) fn schedule(&self, mut task: TaskBox) -> Result<(Registration, u64), Error> {
+        let tick = self.clock.tick_at_offset(task.deadline());
         if self.callbacks.fetch_add(1, Ordering::SeqCst) >= self.max_pending {
             self.callback_gone();
             return Err(Error::AtCapacity {
@@ -453,19 +475,25 @@ impl Shared {
         let mut wheels = lock(&shard.wheels);
         if self.shutdown.load(Ordering::SeqCst) {
             drop(wheels);
+            // The closure is dropped after the lock: its captures may do anything.
+            drop(task);
             self.callback_gone();
             return Err(Error::Shutdown);
         }
+        let id = wheels.next_id;
+        wheels.next_id += 1;
+        task.set_id(id);
         // Due already: run on the next tick rather than on the caller's stack.
         let tick = tick.max(wheels.callbacks.elapsed() + 1);
         match wheels.callbacks.insert(tick, task) {
             Ok(key) => {
                 drop(wheels);
                 self.notify_if_earlier(tick);
-                Ok(Registration { shard: index, key })
+                Ok((Registration { shard: index, key }, id))
             }
-            Err(_) => {
+            Err((task, _)) => {
                 drop(wheels);
+                drop(task);
                 self.callback_gone();
                 Err(Error::AtCapacity {
                     max: MAX_ENTRIES.min(self.max_pending),
@@ -506,26 +534,54 @@ impl Shared {
         drop((removed, released));
     }
 
-    /// Removes a callback if it is still pending. Returns whether it was: exactly one of
-    /// this returning `true` and the driver taking the callback out can happen, as
-    /// both take it out of the wheel under the shard's lock.
-    pub(crate) fn cancel_callback(&self, reg: Registration, task: &TaskRef) -> bool {
+    /// Removes the callback `id` if it is still pending, setting `cancelled` under the
+    /// lock. Returns whether it was pending: exactly one of this returning `true` and the
+    /// driver taking the callback out can happen, as both take it out of the wheel
+    /// under the shard's lock.
+    pub(crate) fn cancel_callback(
+        &self,
+        reg: Registration,
+        id: u64,
+        cancelled: &AtomicBool,
+    ) -> bool {
         let mut wheels = lock(&self.shard(reg).wheels);
-        // The entry must be this very task: the generation is a second guard, not the
-        // only one, against a key whose entry fired and whose index was reused.
+        // The id, not only the key's generation, says the entry is this very callback.
         let Some(removed) = wheels
             .callbacks
-            .remove_if(reg.key, |stored| Arc::ptr_eq(stored, task))
+            .remove_if(reg.key, |stored| stored.id() == id)
         else {
             return false;
         };
-        mark_cancelled(&removed);
+        cancelled.store(true, Ordering::Release);
         let released = wheels.callbacks.release_if_empty(RETAIN);
         drop(wheels);
         // The closure is dropped here, after the lock: its captures may do anything.
         drop((removed, released));
         self.callback_gone();
         true
+    }
+
+    /// Where the callback `id` is, decided under the lock its entry moves under.
+    pub(crate) fn callback_state(
+        &self,
+        reg: Registration,
+        id: u64,
+        cancelled: &AtomicBool,
+    ) -> CallbackState {
+        let wheels = lock(&self.shard(reg).wheels);
+        if cancelled.load(Ordering::Acquire) {
+            CallbackState::Cancelled
+        } else if wheels
+            .callbacks
+            .value(reg.key)
+            .is_some_and(|t| t.id() == id)
+        {
+            CallbackState::Scheduled
+        } else if wheels.unfired.binary_search(&id).is_ok() {
+            CallbackState::Unfired
+        } else {
+            CallbackState::Expired
+        }
     }
 
     /// A callback left the wheel: count it out, and release the keep-alive with the
@@ -641,12 +697,12 @@ impl Shared {
 
     /// Takes back an expired callback that its executor dropped without running it; the
     /// driver runs it inline on its next turn (or here, if the timer is shut down).
-    pub(crate) fn reject(&self, task: TaskRef) {
+    pub(crate) fn reject(&self, task: TaskBox) {
         self.counters.rejections.fetch_add(1, Ordering::Relaxed);
         let mut rejected = lock(&self.rejected);
         if self.is_shutdown() {
             drop(rejected);
-            if !run_caught(&task) {
+            if !run_caught(task) {
                 self.count_panic();
             }
             return;
@@ -676,10 +732,16 @@ impl Shared {
         for shard in self.shards.iter() {
             let mut wheels = lock(&shard.wheels);
             wakers.extend(wheels.futures.drain());
-            for task in wheels.callbacks.drain() {
-                mark_unfired(&task);
-                unfired.push(Unfired::new(task));
-            }
+            let wheels = &mut *wheels;
+            let first = unfired.len();
+            unfired.extend(wheels.callbacks.drain().map(|task| {
+                let deadline = self.clock.instant_at(task.deadline());
+                (task, deadline)
+            }));
+            wheels
+                .unfired
+                .extend(unfired[first..].iter().map(|(task, _)| task.id()));
+            wheels.unfired.sort_unstable();
             shard.elapsed.store(u64::MAX, Ordering::Release);
         }
         let rejected = std::mem::take(&mut *lock(&self.rejected));
@@ -689,8 +751,14 @@ impl Shared {
         }
         self.callbacks_gone(unfired.len());
         // Expired, handed back by their executor, not yet run: they never ran either.
-        unfired.extend(rejected.into_iter().map(Unfired::new));
+        unfired.extend(rejected.into_iter().map(|task| {
+            let deadline = self.clock.instant_at(task.deadline());
+            (task, deadline)
+        }));
         unfired
+            .into_iter()
+            .map(|(task, deadline)| Unfired::new(task, deadline))
+            .collect()
     }
 
     /// The driver's runtime dropped it: complete every future (nothing would ever wake
@@ -737,9 +805,8 @@ impl Shared {
                 .futures
                 .advance(now, BATCH, |waker| expired.push(Payload::Wake(waker)));
             done &= wheels.callbacks.advance(now, BATCH, |task| {
-                // Marked under the lock that took it out: from here on `cancel` returns
-                // false and `is_expired` true, with no moment in between.
-                mark_expired(&task);
+                // Taken out under the lock: from here on `cancel` returns false and
+                // `is_expired` true, with no moment in between.
                 fired_callbacks += 1;
                 expired.push(Payload::Callback(task));
             });
@@ -767,7 +834,7 @@ impl Shared {
             }
         }
         for task in rejected {
-            self.run_inline(&task);
+            self.run_inline(task);
         }
         if !done {
             return Turn::Again;
@@ -805,12 +872,10 @@ impl Shared {
     }
 
     /// Hands an expired callback to the configured executor.
-    fn dispatch(self: &Arc<Self>, task: TaskRef) {
+    fn dispatch(self: &Arc<Self>, task: TaskBox) {
         match &self.executor {
-            Executor::Inline => self.run_inline(&task),
-            Executor::Spawn | Executor::Blocking if self.runtime.is_none() => {
-                self.run_inline(&task)
-            }
+            Executor::Inline => self.run_inline(task),
+            Executor::Spawn | Executor::Blocking if self.runtime.is_none() => self.run_inline(task),
             Executor::Spawn => {
                 let job = Job::new(task, self);
                 let runtime = self.runtime.as_ref().expect("checked above");
@@ -838,7 +903,7 @@ impl Shared {
         }
     }
 
-    fn run_inline(&self, task: &TaskRef) {
+    fn run_inline(&self, task: TaskBox) {
         if !run_caught(task) {
             self.count_panic();
         }

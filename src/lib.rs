@@ -94,10 +94,11 @@
 //! * `sleep.rs`, `timeout.rs`, `interval.rs` — the futures; [`Sleep`] is the only one
 //!   that talks to the driver. It is 24 bytes: an anchor, the deadline as nanoseconds
 //!   from the timer's origin, and its registration and state packed in one word.
-//! * `scheduled.rs` — callbacks: one `Arc` per callback holding the closure and its
-//!   state, which only the party that takes the entry out of the wheel (under the lock)
-//!   may change; the `Job` wrapper that sends a callback an executor dropped back to
-//!   the tick task.
+//! * `scheduled.rs` — callbacks: one `Box` per callback (closure, deadline, id), owned
+//!   by its wheel entry and moved out once, under the lock, by the driver, `cancel` or
+//!   shutdown; the `Scheduled` handle shares nothing with it and reads the callback's
+//!   state from the wheel by key and id. The `Job` wrapper sends a callback an executor
+//!   dropped back to the tick task.
 //! * `lib.rs` — these docs, re-exports and the default timer.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

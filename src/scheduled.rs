@@ -3,106 +3,102 @@
 //!
 //! # Implementation
 //!
-//! A callback lives in one allocation, a `Task` holding its closure and its state,
-//! shared between the wheel entry and the [`Scheduled`] handle. The state moves out of
-//! `SCHEDULED` exactly once, and only by whoever takes the entry out of the wheel under
-//! the wheel's lock: the driver (`EXPIRED`, then the closure runs), [`Scheduled::cancel`]
-//! (`CANCELLED`), or shutdown (`UNFIRED`). That lock is why "cancel returned `true`" and
-//! "the callback ran" can never both happen, nor neither.
+//! A callback lives in one allocation, a `Task` holding its closure, its deadline and
+//! an id, owned by its wheel entry and moved out of it exactly once, under the wheel's
+//! lock: by the driver (the closure then runs), by [`Scheduled::cancel`] (it is
+//! dropped), or by shutdown (it becomes an [`Unfired`]). That lock is why "cancel
+//! returned `true`" and "the callback ran" can never both happen, nor neither.
+//!
+//! The [`Scheduled`] handle shares nothing with the entry: it names it by its
+//! registration and id, and learns the callback's state from the wheel, under the same
+//! lock. (An `Arc` shared by entry and handle cost an allocation twice this size, two
+//! reference-count writes and a lock around the closure per callback; see the
+//! *callbacks* benchmark in the README.) The id, unique per shard, guards against a key
+//! whose entry left and whose slab index was reused until its 20-bit generation
+//! wrapped.
 
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use tokio::time::Instant;
 
-use crate::driver::{Anchor, Registration, Shared};
-use crate::sync::{AtomicU8, Mutex};
+use crate::driver::{Anchor, CallbackState, Registration, Shared};
+use crate::sync::AtomicBool;
 
-const SCHEDULED: u8 = 0;
-const EXPIRED: u8 = 1;
-const CANCELLED: u8 = 2;
-const UNFIRED: u8 = 3;
-
-/// A callback and its state, behind one `Arc` (no separate box for the closure).
-pub(crate) trait Callback: Send + Sync {
-    fn state(&self) -> &AtomicU8;
-    fn deadline(&self) -> Instant;
-    /// Runs the closure unless it has run already.
-    fn call(&self);
+/// A callback in the wheel: the closure with its deadline and id, behind one `Box`.
+pub(crate) trait Callback: Send {
+    /// Unique within its shard, set under the shard's lock when it is scheduled.
+    fn id(&self) -> u64;
+    fn set_id(&mut self, id: u64);
+    /// The deadline, as an offset from the timer's origin (`Clock::offset_of`).
+    fn deadline(&self) -> i64;
+    /// Runs the closure.
+    fn call(self: Box<Self>);
 }
 
 struct Task<F> {
-    state: AtomicU8,
-    deadline: Instant,
-    f: Mutex<Option<F>>,
+    id: u64,
+    deadline: i64,
+    f: F,
 }
 
 impl<F: FnOnce() + Send> Callback for Task<F> {
-    fn state(&self) -> &AtomicU8 {
-        &self.state
+    fn id(&self) -> u64 {
+        self.id
     }
 
-    fn deadline(&self) -> Instant {
+    fn set_id(&mut self, id: u64) {
+        self.id = id;
+    }
+
+    fn deadline(&self) -> i64 {
         self.deadline
     }
 
-    fn call(&self) {
-        let f = self.f.lock().unwrap_or_else(PoisonError::into_inner).take();
-        if let Some(f) = f {
-            f();
-        }
+    fn call(self: Box<Self>) {
+        (self.f)();
     }
 }
 
 impl fmt::Debug for dyn Callback {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Callback")
+            .field("id", &self.id())
             .field("deadline", &self.deadline())
             .finish_non_exhaustive()
     }
 }
 
-/// A shared reference to a callback.
-pub(crate) type TaskRef = Arc<dyn Callback>;
+/// A callback on its own, owned by whoever holds it: the wheel, the driver, an
+/// executor's job, or an [`Unfired`].
+pub(crate) type TaskBox = Box<dyn Callback>;
 
-pub(crate) fn task<F: FnOnce() + Send + 'static>(deadline: Instant, f: F) -> TaskRef {
-    Arc::new(Task {
-        state: AtomicU8::new(SCHEDULED),
-        deadline,
-        f: Mutex::new(Some(f)),
+/// A callback due at the deadline `offset` (see `Clock::offset_of`).
+pub(crate) fn task<F: FnOnce() + Send + 'static>(offset: i64, f: F) -> TaskBox {
+    Box::new(Task {
+        id: 0,
+        deadline: offset,
+        f,
     })
 }
 
-/// State changes, made only under the wheel's lock by whoever took the entry out.
-pub(crate) fn mark_expired(task: &TaskRef) {
-    task.state().store(EXPIRED, Ordering::Release);
-}
-
-pub(crate) fn mark_cancelled(task: &TaskRef) {
-    task.state().store(CANCELLED, Ordering::Release);
-}
-
-pub(crate) fn mark_unfired(task: &TaskRef) {
-    task.state().store(UNFIRED, Ordering::Release);
-}
-
 /// Runs a callback, catching a panic. Returns `false` if it panicked.
-pub(crate) fn run_caught(task: &TaskRef) -> bool {
-    catch_unwind(AssertUnwindSafe(|| task.call())).is_ok()
+pub(crate) fn run_caught(task: TaskBox) -> bool {
+    catch_unwind(AssertUnwindSafe(move || task.call())).is_ok()
 }
 
 /// An expired callback on its way to an executor other than the tick task. If it is
 /// dropped without having run (the executor panicked, shut down, or dropped it), it
 /// goes back to the timer to run on the tick task; nothing is lost silently.
 pub(crate) struct Job {
-    task: Option<TaskRef>,
+    task: Option<TaskBox>,
     timer: Weak<Shared>,
 }
 
 impl Job {
-    pub(crate) fn new(task: TaskRef, timer: &Arc<Shared>) -> Job {
+    pub(crate) fn new(task: TaskBox, timer: &Arc<Shared>) -> Job {
         Job {
             task: Some(task),
             timer: Arc::downgrade(timer),
@@ -112,7 +108,7 @@ impl Job {
     /// Runs the callback here, catching and counting a panic.
     pub(crate) fn run(mut self) {
         if let Some(task) = self.task.take() {
-            if !run_caught(&task) {
+            if !run_caught(task) {
                 if let Some(timer) = self.timer.upgrade() {
                     timer.count_panic();
                 }
@@ -128,7 +124,7 @@ impl Drop for Job {
                 Some(timer) => timer.reject(task),
                 // The timer is gone: this is the last place the callback can run.
                 None => {
-                    run_caught(&task);
+                    run_caught(task);
                 }
             }
         }
@@ -172,13 +168,27 @@ pub struct Scheduled {
 struct Handle {
     anchor: Arc<Anchor>,
     reg: Registration,
-    task: TaskRef,
+    id: u64,
+    deadline: Instant,
+    /// Set, under the shard's lock, by the `cancel` that took the entry out.
+    cancelled: AtomicBool,
 }
 
 impl Scheduled {
-    pub(crate) fn new(anchor: Arc<Anchor>, reg: Registration, task: TaskRef) -> Scheduled {
+    pub(crate) fn new(
+        anchor: Arc<Anchor>,
+        reg: Registration,
+        id: u64,
+        deadline: Instant,
+    ) -> Scheduled {
         Scheduled {
-            inner: Some(Handle { anchor, reg, task }),
+            inner: Some(Handle {
+                anchor,
+                reg,
+                id,
+                deadline,
+                cancelled: AtomicBool::new(false),
+            }),
         }
     }
 
@@ -192,11 +202,7 @@ impl Scheduled {
     /// if it has already run (or is running), was cancelled before, or was returned by
     /// [`Timer::shutdown`](crate::Timer::shutdown).
     pub fn cancel(&self) -> bool {
-        let handle = self.handle();
-        handle
-            .anchor
-            .shared
-            .cancel_callback(handle.reg, &handle.task)
+        self.handle().cancel()
     }
 
     /// Lets the callback run even though this handle is dropped. The timer's driver
@@ -209,28 +215,41 @@ impl Scheduled {
 
     /// Whether the callback was cancelled (by [`cancel`](Scheduled::cancel)).
     pub fn is_cancelled(&self) -> bool {
-        self.handle().task.state().load(Ordering::Acquire) == CANCELLED
+        self.handle().cancelled.load(Ordering::Acquire)
     }
 
     /// Whether the deadline passed and the timer handed the callback to its executor:
     /// it has run, or is about to.
+    ///
+    /// Takes the lock of the callback's shard, briefly.
     pub fn is_expired(&self) -> bool {
-        self.handle().task.state().load(Ordering::Acquire) == EXPIRED
+        self.handle().state() == CallbackState::Expired
     }
 
     /// When the callback is due (it runs at most one tick later).
     pub fn deadline(&self) -> Instant {
-        self.handle().task.deadline()
+        self.handle().deadline
+    }
+}
+
+impl Handle {
+    fn cancel(&self) -> bool {
+        self.anchor
+            .shared
+            .cancel_callback(self.reg, self.id, &self.cancelled)
+    }
+
+    fn state(&self) -> CallbackState {
+        self.anchor
+            .shared
+            .callback_state(self.reg, self.id, &self.cancelled)
     }
 }
 
 impl Drop for Scheduled {
     fn drop(&mut self) {
         if let Some(handle) = &self.inner {
-            handle
-                .anchor
-                .shared
-                .cancel_callback(handle.reg, &handle.task);
+            handle.cancel();
         }
     }
 }
@@ -239,15 +258,8 @@ impl fmt::Debug for Scheduled {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut s = f.debug_struct("Scheduled");
         if let Some(handle) = &self.inner {
-            s.field("deadline", &handle.task.deadline()).field(
-                "state",
-                &match handle.task.state().load(Ordering::Acquire) {
-                    SCHEDULED => "scheduled",
-                    EXPIRED => "expired",
-                    CANCELLED => "cancelled",
-                    _ => "unfired",
-                },
-            );
+            s.field("deadline", &handle.deadline)
+                .field("state", &handle.state());
         }
         s.finish()
     }
@@ -273,29 +285,38 @@ impl fmt::Debug for Scheduled {
 /// # }
 /// ```
 pub struct Unfired {
-    task: TaskRef,
+    deadline: Instant,
+    /// In a lock only so that `Unfired` stays `Sync`, as a closure need not be; it is
+    /// never contended (`run` takes `self`).
+    task: Mutex<TaskBox>,
 }
 
 impl Unfired {
-    pub(crate) fn new(task: TaskRef) -> Unfired {
-        Unfired { task }
+    pub(crate) fn new(task: TaskBox, deadline: Instant) -> Unfired {
+        Unfired {
+            deadline,
+            task: Mutex::new(task),
+        }
     }
 
     /// Runs the callback here and now. A panic in it propagates to the caller.
     pub fn run(self) {
-        self.task.call();
+        self.task
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .call();
     }
 
     /// When the callback was due.
     pub fn deadline(&self) -> Instant {
-        self.task.deadline()
+        self.deadline
     }
 }
 
 impl fmt::Debug for Unfired {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Unfired")
-            .field("deadline", &self.deadline())
+            .field("deadline", &self.deadline)
             .finish()
     }
 }

@@ -254,9 +254,10 @@ impl Timer {
     where
         F: FnOnce() + Send + 'static,
     {
-        let task = scheduled::task(deadline, f);
-        let reg = self.shared().schedule(task.clone())?;
-        Ok(Scheduled::new(self.anchor(), reg, task))
+        let shared = self.shared();
+        let task = scheduled::task(shared.clock.offset_of(deadline), f);
+        let (reg, id) = shared.schedule(task)?;
+        Ok(Scheduled::new(self.anchor(), reg, id, deadline))
     }
 
     /// Stops the timer and returns every callback that never ran.

@@ -209,6 +209,11 @@ impl<T> Wheel<T> {
     }
 
     /// The value of the entry `key` names, if it is still present.
+    pub(crate) fn value(&self, key: Key) -> Option<&T> {
+        Some(&self.get(key)?.value)
+    }
+
+    /// The value of the entry `key` names, if it is still present.
     pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut T> {
         self.get(key)?;
         Some(&mut self.entries[key.index as usize].value)

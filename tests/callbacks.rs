@@ -131,6 +131,40 @@ async fn cancel_is_true_once_and_never_after_running() {
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
+#[test]
+fn handles_are_send_and_sync() {
+    fn check<T: Send + Sync + 'static>() {}
+    check::<wheel_timer::Scheduled>();
+    check::<wheel_timer::Unfired>();
+}
+
+/// A handle names its entry by slab key, whose generation wraps after 2^20 - 1 inserts;
+/// a stale handle must still never cancel the entry that later got its key.
+#[tokio::test(start_paused = true)]
+async fn a_stale_handle_never_cancels_the_entry_that_reused_its_key() {
+    let timer = timer_with(Executor::Inline);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let fired = timer
+        .schedule(TICK, move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    tokio::time::sleep(TICK * 3).await;
+    assert!(fired.is_expired());
+    // Each round reuses the freed index; one of them gets `fired`'s generation back.
+    for round in 0..(1 << 20) + 2 {
+        let later = timer.schedule(Duration::from_secs(3600), || ()).unwrap();
+        assert!(
+            !fired.cancel(),
+            "round {round}: a stale cancel stopped another callback"
+        );
+        assert!(fired.is_expired() && !later.is_expired(), "round {round}");
+        drop(later);
+    }
+    assert_eq!((ran.load(Ordering::SeqCst), timer.pending()), (1, 0));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_executor_runs_each_callback_once() {
     for (name, executor) in all_executors() {
@@ -280,6 +314,21 @@ async fn capacity_refuses_then_frees_on_cancel_and_expiry() {
         zero.schedule(TICK, || {}).unwrap_err(),
         Error::AtCapacity { max: 0 }
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_shutdown_handles_still_tell_expired_from_unfired() {
+    let timer = timer_with(Executor::Inline);
+    let ran = timer.schedule(TICK, || ()).unwrap();
+    let cancelled = timer.schedule(TICK * 5, || ()).unwrap();
+    let unfired = timer.schedule(TICK * 5, || ()).unwrap();
+    assert!(cancelled.cancel());
+    tokio::time::sleep(TICK * 3).await;
+    assert_eq!(timer.shutdown().await.len(), 1);
+    assert!(ran.is_expired() && !ran.is_cancelled());
+    assert!(cancelled.is_cancelled() && !cancelled.is_expired());
+    assert!(!unfired.is_expired() && !unfired.is_cancelled());
+    assert!(format!("{unfired:?}").contains("Unfired"), "{unfired:?}");
 }
 
 #[tokio::test(start_paused = true)]
