@@ -255,9 +255,9 @@ impl Timer {
         F: FnOnce() + Send + 'static,
     {
         let shared = self.shared();
-        let task = scheduled::task(shared.clock.offset_of(deadline), f);
-        let (reg, id) = shared.schedule(task)?;
-        Ok(Scheduled::new(self.anchor(), reg, id, deadline))
+        let offset = shared.clock.offset_of(deadline);
+        let (reg, id) = shared.schedule(scheduled::task(offset, f))?;
+        Ok(Scheduled::new(self.anchor(), reg, id, offset))
     }
 
     /// Stops the timer and returns every callback that never ran.
