@@ -71,6 +71,25 @@ fn cancel_vs_fire_exactly_once() {
     });
 }
 
+/// A handle reads its callback's state from the wheel, and `cancel` sets the
+/// handle's flag under the lock that takes the entry out: no moment where the entry is
+/// gone and the flag not yet set, which `is_expired` would report as expired.
+#[test]
+fn state_vs_cancel_never_looks_expired() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        let handle = Arc::new(timer.schedule_at(in_tick(&timer, 1), || ()).unwrap());
+        let canceller = {
+            let handle = handle.clone();
+            thread::spawn(move || handle.cancel())
+        };
+        let expired = handle.is_expired();
+        assert!(canceller.join().unwrap());
+        assert!(!expired, "a callback being cancelled looked expired");
+        assert!(handle.is_cancelled() && !handle.is_expired());
+    });
+}
+
 #[test]
 fn registration_vs_tick_loses_no_wakeup() {
     loom::model(|| {
