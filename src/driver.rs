@@ -733,14 +733,10 @@ impl Shared {
             let mut wheels = lock(&shard.wheels);
             wakers.extend(wheels.futures.drain());
             let wheels = &mut *wheels;
-            let first = unfired.len();
-            unfired.extend(wheels.callbacks.drain().map(|task| {
-                let deadline = self.clock.instant_at(task.deadline());
-                (task, deadline)
-            }));
-            wheels
-                .unfired
-                .extend(unfired[first..].iter().map(|(task, _)| task.id()));
+            for task in wheels.callbacks.drain() {
+                wheels.unfired.push(task.id());
+                unfired.push(self.unfired(task));
+            }
             wheels.unfired.sort_unstable();
             shard.elapsed.store(u64::MAX, Ordering::Release);
         }
@@ -751,14 +747,13 @@ impl Shared {
         }
         self.callbacks_gone(unfired.len());
         // Expired, handed back by their executor, not yet run: they never ran either.
-        unfired.extend(rejected.into_iter().map(|task| {
-            let deadline = self.clock.instant_at(task.deadline());
-            (task, deadline)
-        }));
+        unfired.extend(rejected.into_iter().map(|task| self.unfired(task)));
         unfired
-            .into_iter()
-            .map(|(task, deadline)| Unfired::new(task, deadline))
-            .collect()
+    }
+
+    fn unfired(&self, task: TaskBox) -> Unfired {
+        let deadline = self.clock.instant_at(task.deadline());
+        Unfired::new(task, deadline)
     }
 
     /// The driver's runtime dropped it: complete every future (nothing would ever wake
