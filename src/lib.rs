@@ -13,7 +13,8 @@
 //! * [`Sleep`], [`Timeout`], [`Interval`] — futures, with tokio's shapes and semantics;
 //!   dropping one cancels it.
 //! * [`Timer::schedule`] → [`Scheduled`] — Netty-style callbacks, cancelled when the
-//!   handle drops unless detached; [`Timer::shutdown`] returns the [`Unfired`] ones.
+//!   handle drops unless detached; [`Timer::schedule_detached`] for fire-and-forget ones
+//!   without a handle; [`Timer::shutdown`] returns the [`Unfired`] ones.
 //! * [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`] — the same on a
 //!   process-wide [default timer](#default-timer).
 //!

@@ -260,6 +260,61 @@ impl Timer {
         Ok(Scheduled::new(self.anchor(), reg, id, offset))
     }
 
+    /// Runs `f` once, `delay` from now, with no handle: as
+    /// [`schedule`](Timer::schedule)`(delay, f)?.`[`detach`](Scheduled::detach)`()`,
+    /// minus the handle's cost (a reference count taken and dropped on the timer).
+    /// For fire-and-forget work that is never cancelled, as `tokio::spawn` with its
+    /// `JoinHandle` dropped. The timer's driver stays alive until `f` has run.
+    ///
+    /// # Errors
+    ///
+    /// As [`Timer::schedule`]; the closure is dropped unrun.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), wheel_timer::Error> {
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use wheel_timer::Timer;
+    ///
+    /// let timer = Timer::new();
+    /// let flushed = Arc::new(AtomicBool::new(false));
+    /// let flag = flushed.clone();
+    /// timer.schedule_detached(Duration::from_secs(5), move || flag.store(true, Ordering::SeqCst))?;
+    /// drop(timer); // the callback keeps the driver alive
+    /// tokio::time::sleep(Duration::from_secs(6)).await;
+    /// assert!(flushed.load(Ordering::SeqCst));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn schedule_detached<F>(&self, delay: Duration, f: F) -> Result<(), Error>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.schedule_detached_at(driver::deadline_after(Instant::now(), delay), f)
+    }
+
+    /// Runs `f` once at `deadline`, with no handle; see [`Timer::schedule_detached`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Timer::schedule`].
+    pub fn schedule_detached_at<F>(&self, deadline: Instant, f: F) -> Result<(), Error>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let shared = self.shared();
+        let offset = shared.clock.offset_of(deadline);
+        shared.schedule(scheduled::task(offset, f))?;
+        // Counted as pending by `schedule`, so `detach` keeps the timer alive for it,
+        // as `Scheduled::detach` does.
+        shared.detach();
+        Ok(())
+    }
+
     /// Stops the timer and returns every callback that never ran.
     ///
     /// Once it returns, the driver task has ended; every pending [`Sleep`] has

@@ -590,3 +590,69 @@ async fn a_callback_rearms_itself_at_capacity_one() {
     tokio::time::sleep(TICK * 10).await;
     assert_eq!(beats.load(Ordering::SeqCst), 4);
 }
+
+#[tokio::test(start_paused = true)]
+async fn detached_without_a_handle_fires_once_on_time_and_keeps_the_driver_alive() {
+    let fired = Arc::new(Mutex::new(Vec::new()));
+    let start = Instant::now();
+    {
+        let timer = timer_with(Executor::Inline);
+        for ms in [0u64, 9, 10, 11, 999] {
+            let fired = fired.clone();
+            timer
+                .schedule_detached(Duration::from_millis(ms), move || {
+                    fired.lock().unwrap().push((ms, Instant::now()));
+                })
+                .unwrap();
+        }
+        let fired = fired.clone();
+        let at = start + Duration::from_millis(1500);
+        timer
+            .schedule_detached_at(at, move || {
+                fired.lock().unwrap().push((1500, Instant::now()))
+            })
+            .unwrap();
+        assert_eq!(timer.pending(), 6);
+    } // every Timer handle is gone: the callbacks keep the driver alive
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let fired = fired.lock().unwrap();
+    assert_eq!(fired.len(), 6, "each callback runs exactly once: {fired:?}");
+    for &(ms, at) in fired.iter() {
+        let requested = Duration::from_millis(ms);
+        let took = at - start;
+        assert!(took >= requested, "{ms} ms fired early at {took:?}");
+        let bound = if ms == 0 {
+            TICK
+        } else {
+            requested + TICK - Duration::from_nanos(1)
+        };
+        assert!(took <= bound, "{ms} ms fired late at {took:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn detached_without_a_handle_is_refused_like_schedule() {
+    let timer = Timer::builder().tick(TICK).max_pending(1).build().unwrap();
+    timer
+        .schedule_detached(Duration::from_secs(1), || {})
+        .unwrap();
+    // Refused at capacity: the closure is dropped unrun, and says so by dropping its
+    // capture.
+    let probe = Arc::new(());
+    let captured = probe.clone();
+    assert_eq!(
+        timer
+            .schedule_detached(Duration::from_secs(1), move || drop(captured))
+            .unwrap_err(),
+        Error::AtCapacity { max: 1 }
+    );
+    assert_eq!(Arc::strong_count(&probe), 1);
+    // A pending one is returned by shutdown, unrun; after it, refused.
+    let unfired = timer.shutdown().await;
+    assert_eq!(unfired.len(), 1);
+    assert_eq!(
+        timer.schedule_detached(TICK, || {}).unwrap_err(),
+        Error::Shutdown
+    );
+    assert_eq!(timer.stats().fired, 0);
+}

@@ -245,3 +245,28 @@ fn detach_vs_last_callback_keeps_the_timer_alive() {
         assert!(!kept_alive(&timer));
     });
 }
+
+/// As above, with the racing callback scheduled without a handle
+/// (`schedule_detached_at`), which takes the same keep-alive path.
+#[test]
+fn schedule_detached_vs_last_callback_keeps_the_timer_alive() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        timer
+            .schedule_detached_at(in_tick(&timer, 1), || {})
+            .unwrap();
+        assert!(kept_alive(&timer));
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || turn(&timer, 1))
+        };
+        timer
+            .schedule_detached_at(in_tick(&timer, 5), || {})
+            .unwrap();
+        driver.join().unwrap();
+        assert_eq!(timer.pending(), 1);
+        assert!(kept_alive(&timer), "a detached callback is pending unkept");
+        turn(&timer, 5);
+        assert!(!kept_alive(&timer));
+    });
+}

@@ -320,10 +320,21 @@ pub fn idle(with_timer: bool) -> (f64, u64) {
     (cpu, wakeups() - before_wakeups)
 }
 
+/// How the *callbacks* workload schedules each callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Callbacks {
+    /// `Timer::schedule_detached_at`: no handle, as a spawned task's dropped
+    /// `JoinHandle`.
+    Detached,
+    /// `Timer::schedule_at(..)?.detach()`: through a `Scheduled` handle.
+    Handles,
+    /// The Tokio idiom: a task per callback that sleeps, then runs it.
+    TokioTasks,
+}
+
 /// *callbacks*: 1 000 000 callbacks spread over 1 s (tick 1 ms), all fired; CPU ns per
-/// callback, all threads. `Wheel`: `schedule` (inline); `Tokio`: a task per callback
-/// that sleeps, then runs it.
-pub fn callbacks(peer: Peer) -> f64 {
+/// callback, all threads. Callbacks run inline on the tick task.
+pub fn callbacks(how: Callbacks) -> f64 {
     const N: u32 = 1_000_000;
     let rt = multi_thread();
     rt.block_on(async move {
@@ -340,13 +351,15 @@ pub fn callbacks(peer: Peer) -> f64 {
             let callback = move || {
                 ran.fetch_add(1, Ordering::Relaxed);
             };
-            if peer == Peer::Wheel {
-                timer.schedule_at(at, callback).unwrap().detach();
-            } else {
-                tokio::spawn(async move {
-                    tokio::time::sleep_until(at).await;
-                    callback();
-                });
+            match how {
+                Callbacks::Detached => timer.schedule_detached_at(at, callback).unwrap(),
+                Callbacks::Handles => timer.schedule_at(at, callback).unwrap().detach(),
+                Callbacks::TokioTasks => {
+                    tokio::spawn(async move {
+                        tokio::time::sleep_until(at).await;
+                        callback();
+                    });
+                }
             }
         }
         while ran.load(Ordering::Relaxed) < N as usize {

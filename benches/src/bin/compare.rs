@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use wheel_timer_benches::percentile;
 use wheel_timer_benches::workloads::{
-    callbacks, churn, churn_floor, churn_mt, expiry, idle, memory, Counting, Peer,
+    callbacks, churn, churn_floor, churn_mt, expiry, idle, memory, Callbacks, Counting, Peer,
 };
 
 #[global_allocator]
@@ -83,11 +83,13 @@ fn main() {
         tokio.total / ours.total
     );
 
-    let ours = callbacks(Peer::Wheel);
-    let tokio = callbacks(Peer::Tokio);
+    let detached = callbacks(Callbacks::Detached);
+    let handles = callbacks(Callbacks::Handles);
+    let tokio = callbacks(Callbacks::TokioTasks);
     println!(
-        "| callbacks, CPU ns each | {ours:.0} | {tokio:.0} (task + sleep each) | | {:.1}× |",
-        tokio / ours
+        "| callbacks, CPU ns each: schedule_detached (schedule + handle) | {detached:.0} ({handles:.0}) | {tokio:.0} (task + sleep each) | | {:.1}× ({:.1}×) |",
+        tokio / detached,
+        tokio / handles
     );
 
     let (alone, _) = idle(false);
