@@ -30,6 +30,8 @@ enum Op {
     Sleep(u64),
     Timeout(u64),
     Schedule(u64),
+    /// `schedule_detached`: no handle, so `Cancel` cannot stop it.
+    Detached(u64),
     /// Cancel (callbacks) or drop (futures) the n-th timer made so far.
     Cancel(usize),
     /// Reset the n-th sleep to `now + ms`, if it has not fired.
@@ -44,6 +46,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => ms.clone().prop_map(Op::Sleep),
         2 => ms.clone().prop_map(Op::Timeout),
         3 => ms.clone().prop_map(Op::Schedule),
+        1 => ms.clone().prop_map(Op::Detached),
         2 => any::<usize>().prop_map(Op::Cancel),
         2 => (any::<usize>(), ms).prop_map(|(n, ms)| Op::Reset(n, ms)),
         3 => prop_oneof![1u64..15, 0u64..200, 1000u64..3000].prop_map(Op::Advance),
@@ -54,6 +57,7 @@ enum Kind {
     Sleep(Sleep),
     Timeout(Pin<Box<Timeout<std::future::Pending<()>>>>),
     Callback(Scheduled),
+    Detached,
 }
 
 struct Entry {
@@ -83,7 +87,7 @@ fn poll_once(kind: &mut Kind, waker: &Waker) {
     match kind {
         Kind::Sleep(sleep) => assert!(Pin::new(sleep).poll(&mut cx).is_pending()),
         Kind::Timeout(timeout) => assert!(timeout.as_mut().poll(&mut cx).is_pending()),
-        Kind::Callback(_) => {}
+        Kind::Callback(_) | Kind::Detached => {}
     }
 }
 
@@ -93,7 +97,7 @@ async fn run(ops: Vec<Op>) {
     for op in ops {
         let now = Instant::now();
         match op {
-            Op::Sleep(ms) | Op::Timeout(ms) | Op::Schedule(ms) => {
+            Op::Sleep(ms) | Op::Timeout(ms) | Op::Schedule(ms) | Op::Detached(ms) => {
                 let d = Duration::from_millis(ms);
                 let fires = Arc::new(Recorder::default());
                 let waker = Waker::from(fires.clone());
@@ -101,6 +105,13 @@ async fn run(ops: Vec<Op>) {
                     Op::Sleep(_) => Kind::Sleep(timer.sleep(d)),
                     Op::Timeout(_) => {
                         Kind::Timeout(Box::pin(timer.timeout(d, std::future::pending())))
+                    }
+                    Op::Detached(_) => {
+                        let f = fires.clone();
+                        timer
+                            .schedule_detached(d, move || f.0.lock().unwrap().push(Instant::now()))
+                            .unwrap();
+                        Kind::Detached
                     }
                     _ => {
                         let f = fires.clone();
@@ -112,7 +123,7 @@ async fn run(ops: Vec<Op>) {
                     }
                 };
                 // Zero delays may complete on the spot; only register the rest here.
-                if ms > 0 || matches!(kind, Kind::Callback(_)) {
+                if ms > 0 || matches!(kind, Kind::Callback(_) | Kind::Detached) {
                     poll_once(&mut kind, &waker);
                     entries.push(Entry {
                         kind: Some(kind),
@@ -138,6 +149,8 @@ async fn run(ops: Vec<Op>) {
                             "cancel is true iff it stopped it"
                         )
                     }
+                    // Nothing to cancel it with: it must still fire.
+                    Some(Kind::Detached) => e.kind = Some(Kind::Detached),
                     other => drop(other),
                 }
             }
