@@ -222,50 +222,31 @@ fn shutdown_vs_schedule_loses_nothing() {
 /// `Timer` clone is dropped.
 #[test]
 fn detach_vs_last_callback_keeps_the_timer_alive() {
-    loom::model(|| {
+    detached_vs_last_callback(|timer, at| timer.schedule_at(at, || {}).unwrap().detach());
+}
+
+/// As above, with the callbacks scheduled without a handle (`schedule_detached_at`),
+/// which takes the same keep-alive path.
+#[test]
+fn schedule_detached_vs_last_callback_keeps_the_timer_alive() {
+    detached_vs_last_callback(|timer, at| timer.schedule_detached_at(at, || {}).unwrap());
+}
+
+/// The model of the two tests above; `detached` schedules a detached callback.
+fn detached_vs_last_callback(detached: fn(&Timer, Instant)) {
+    loom::model(move || {
         let timer = timer(TICK);
-        timer
-            .schedule_at(in_tick(&timer, 1), || {})
-            .unwrap()
-            .detach();
+        detached(&timer, in_tick(&timer, 1));
         assert!(kept_alive(&timer));
         let driver = {
             let timer = timer.clone();
             thread::spawn(move || turn(&timer, 1))
         };
-        timer
-            .schedule_at(in_tick(&timer, 5), || {})
-            .unwrap()
-            .detach();
+        detached(&timer, in_tick(&timer, 5));
         driver.join().unwrap();
         assert_eq!(timer.pending(), 1);
         assert!(kept_alive(&timer), "a detached callback is pending unkept");
         // Let it go, so the model's timer is freed.
-        turn(&timer, 5);
-        assert!(!kept_alive(&timer));
-    });
-}
-
-/// As above, with the racing callback scheduled without a handle
-/// (`schedule_detached_at`), which takes the same keep-alive path.
-#[test]
-fn schedule_detached_vs_last_callback_keeps_the_timer_alive() {
-    loom::model(|| {
-        let timer = timer(TICK);
-        timer
-            .schedule_detached_at(in_tick(&timer, 1), || {})
-            .unwrap();
-        assert!(kept_alive(&timer));
-        let driver = {
-            let timer = timer.clone();
-            thread::spawn(move || turn(&timer, 1))
-        };
-        timer
-            .schedule_detached_at(in_tick(&timer, 5), || {})
-            .unwrap();
-        driver.join().unwrap();
-        assert_eq!(timer.pending(), 1);
-        assert!(kept_alive(&timer), "a detached callback is pending unkept");
         turn(&timer, 5);
         assert!(!kept_alive(&timer));
     });
