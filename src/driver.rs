@@ -16,12 +16,15 @@
 //! however late the runtime woke us.
 //!
 //! The driver task awaits a `tokio::time::Interval` of one tick with
-//! [`MissedTickBehavior::Skip`]: when the runtime wakes us late, each turn processes
-//! every tick up to the clock anyway, so `Burst`'s make-up ticks would find nothing to
-//! do, and `Delay` would drift off the `origin + k * tick` grid that deadlines were
-//! rounded onto. While the next occupied slot is the next tick the interval simply
-//! ticks; when it is further away, the interval is reset to that slot's tick, and with
-//! nothing pending the driver waits on a [`Notify`] alone: no wakeups while idle.
+//! [`MissedTickBehavior::Skip`], reset before each wait to the next occupied tick:
+//! when the runtime wakes us late, each turn processes every tick up to the clock
+//! anyway, so `Burst`'s make-up ticks would find nothing to do. With nothing pending
+//! the driver waits on a [`Notify`] alone: no wakeups while idle.
+//!
+//! Tokio rounds the interval's deadline up to its own whole millisecond, counted from
+//! the runtime's start, which is not where our ticks end. So the driver first asks for
+//! the millisecond the tick ends in (`FIRST_TRY`), where Tokio fires its own sleeps of
+//! that tick, and only if that wakes it before the tick's end, for the end itself.
 //!
 //! There is one wheel per core (`Shard`), each under its own lock; a thread registers
 //! in its own shard, and a timer remembers which (`Registration`), so threads that
@@ -834,10 +837,7 @@ impl Shared {
         if !done {
             return Turn::Again;
         }
-        Turn::Park {
-            now,
-            next: self.park(),
-        }
+        Turn::Park { next: self.park() }
     }
 
     /// Publishes the tick the driver will wake at and returns it.
@@ -924,8 +924,8 @@ impl Drop for Shared {
 pub(crate) enum Turn {
     /// More is due right now: yield, then turn again.
     Again,
-    /// Caught up to tick `now`; `next` is the next occupied tick, if any.
-    Park { now: u64, next: Option<u64> },
+    /// Caught up with the clock; `next` is the next occupied tick, if any.
+    Park { next: Option<u64> },
     /// The timer was shut down.
     Exit,
 }
@@ -979,27 +979,39 @@ impl Drop for DriverGuard {
     }
 }
 
+/// How much earlier than a tick's end the driver first asks Tokio to wake it.
+///
+/// Tokio's timer counts whole milliseconds from its runtime's start and rounds every
+/// deadline up to the next one. A tick's end rarely falls on that grid (we cannot see
+/// where it lies), so asking for the end itself would wait for the millisecond boundary
+/// after it: a sleep Tokio would have woken at the boundary before the tick's end
+/// waits one more millisecond with us. Asking for `end - 999_999 ns` makes Tokio round
+/// to the last boundary at or before the end instead, where it fires its own sleeps.
+/// If that is still before the end (nothing in the tick may fire yet), the driver asks
+/// once more for the end itself: at most one extra wakeup per tick with timers due,
+/// none while idle.
+const FIRST_TRY: Duration = Duration::from_nanos(999_999);
+
 /// The driver task.
 async fn run(weak: Weak<Shared>, notify: Arc<Notify>, mut interval: Interval) {
     let _guard = DriverGuard {
         shared: weak.clone(),
     };
     let mut expired = Vec::new();
-    // Whether the interval's last firing woke us: then its next firing is at the next
-    // tick (or earlier, if we ran late), and needs no reset to get there.
-    let mut in_step = false;
+    // The tick whose first try (see `FIRST_TRY`) woke us last, if one did.
+    let mut first_try_woke: Option<u64> = None;
     loop {
         let Some(shared) = weak.upgrade() else { return };
         shared.counters.wakeups.fetch_add(1, Ordering::Relaxed);
         let clock = shared.clock;
-        let (now, next) = match shared.turn(&mut expired) {
+        let next = match shared.turn(&mut expired) {
             Turn::Exit => return,
             Turn::Again => {
                 drop(shared);
                 tokio::task::yield_now().await;
                 continue;
             }
-            Turn::Park { now, next } => (now, next),
+            Turn::Park { next } => next,
         };
         // Hold only the `Weak` while waiting, so that dropping the last handle ends
         // the driver (detached callbacks hold the timer through `Shared::keep_alive`).
@@ -1008,13 +1020,19 @@ async fn run(weak: Weak<Shared>, notify: Arc<Notify>, mut interval: Interval) {
         match next {
             None => {
                 notified.await;
-                in_step = false;
+                first_try_woke = None;
             }
             Some(next) => {
-                if !(in_step && next == now + 1) {
-                    interval.reset_at(clock.instant_of(next));
-                }
-                in_step = wait(notified, &mut interval).await;
+                let end = clock.instant_of(next);
+                // Still waiting for the tick the first try woke us for: it came early.
+                let retry = first_try_woke == Some(next);
+                let at = match end.checked_sub(FIRST_TRY) {
+                    Some(first_try) if !retry => first_try,
+                    _ => end,
+                };
+                interval.reset_at(at);
+                let ticked = wait(notified, &mut interval).await;
+                first_try_woke = (ticked && !retry).then_some(next);
             }
         }
     }

@@ -84,7 +84,9 @@
 //!   (futures' wakers, callbacks) under one lock, a thread registering in its own
 //!   shard; maps instants to ticks (deadlines
 //!   round up, the clock rounds down: never early), awaits a
-//!   `tokio::time::Interval` with `MissedTickBehavior::Skip`, catches up on every tick
+//!   `tokio::time::Interval` with `MissedTickBehavior::Skip` (set first to the whole
+//!   millisecond of Tokio's that the tick ends in, so that Tokio's rounding up does not
+//!   delay every tick to the next one), catches up on every tick
 //!   the clock has passed when woken late, parks without ticking when nothing is near,
 //!   and wakes expired tasks and dispatches expired callbacks after releasing the lock.
 //!   Its `Anchor`s are what futures and callback handles hold to keep the timer alive:

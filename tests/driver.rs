@@ -99,6 +99,74 @@ async fn a_late_driver_catches_up_on_every_skipped_tick() {
     );
 }
 
+/// A 1 ms timer built half a millisecond into its runtime, so that every tick ends
+/// halfway between two of the whole milliseconds Tokio's own timer counts (from the
+/// runtime's start; it rounds each deadline up to one), and a 0.7 ms sleep on it, in
+/// tick 1, which ends 1.5 ms into the runtime.
+async fn a_sleep_in_a_tick_ending_between_tokios_milliseconds(
+) -> (Timer, tokio_test::task::Spawn<wheel_timer::Sleep>) {
+    tokio::time::advance(Duration::from_micros(500)).await;
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    let mut sleep = tokio_test::task::spawn(timer.sleep(Duration::from_micros(700)));
+    assert!(sleep.poll().is_pending());
+    advance_and_settle(Duration::ZERO).await; // the driver sees it and parks
+    assert!(!sleep.is_woken());
+    (timer, sleep)
+}
+
+/// Moves the paused clock on by `d` and lets the driver run.
+async fn advance_and_settle(d: Duration) {
+    tokio::time::advance(d).await;
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// The tick must fire as soon as the runtime's clock has passed its end, as Tokio's
+/// sleeps do, not wait for Tokio's next whole millisecond (up to 1 ms later).
+#[tokio::test(start_paused = true)]
+async fn a_tick_ending_between_tokios_milliseconds_fires_once_the_clock_passes_its_end() {
+    let (_timer, mut sleep) = a_sleep_in_a_tick_ending_between_tokios_milliseconds().await;
+    // The runtime wakes (for whatever reason) 1.6 ms in: 0.1 ms past the tick's end,
+    // before Tokio's next whole millisecond.
+    advance_and_settle(Duration::from_micros(1100)).await;
+    assert!(sleep.is_woken(), "not woken 0.1 ms after its tick ended");
+    assert!(sleep.poll().is_ready());
+}
+
+/// Asking Tokio for the millisecond a tick ends in can wake the driver before the
+/// tick's end: then nothing fires, and the driver waits once more, for the end itself.
+#[tokio::test(start_paused = true)]
+async fn a_wakeup_before_the_ticks_end_fires_nothing_and_waits_once_more() {
+    let (timer, mut sleep) = a_sleep_in_a_tick_ending_between_tokios_milliseconds().await;
+    let start = Instant::now();
+    let wakeups = timer.stats().driver_wakeups;
+    // 1.3 ms in: Tokio's first whole millisecond has passed, the tick has not ended.
+    advance_and_settle(Duration::from_micros(800)).await;
+    assert_eq!(
+        timer.stats().driver_wakeups,
+        wakeups + 1,
+        "woken by the first try"
+    );
+    assert!(!sleep.is_woken(), "fired 0.2 ms before its tick ended");
+    // Tokio's next whole millisecond, 2 ms in, is the first it can wake us at after
+    // the tick's end.
+    advance_and_settle(Duration::from_micros(699)).await;
+    assert!(!sleep.is_woken(), "fired before Tokio's next millisecond");
+    advance_and_settle(Duration::from_micros(1)).await;
+    assert!(sleep.is_woken());
+    assert!(sleep.poll().is_ready());
+    assert_eq!(start.elapsed(), Duration::from_micros(1500));
+    assert_eq!(
+        timer.stats().driver_wakeups,
+        wakeups + 2,
+        "one wakeup per try"
+    );
+}
+
 fn alive_tasks(rt: &tokio::runtime::Runtime) -> usize {
     rt.metrics().num_alive_tasks()
 }
