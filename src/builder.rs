@@ -8,8 +8,9 @@ use std::time::Duration;
 use crate::driver;
 use crate::{Error, Timer};
 
-/// The largest wheel: 2^20 slots (4 MiB of list heads).
-const MAX_WHEEL_SIZE: usize = 1 << 20;
+/// The largest wheel: 2^20 slots (4 MiB of list heads), and so the most ticks one
+/// revolution may cover.
+pub(crate) const MAX_WHEEL_SIZE: usize = 1 << 20;
 
 /// The finest tick: finer ones are raised to it. Tokio's timer, which wakes the
 /// driver, has 1 ms resolution anyway, and the wheel counts ticks in 44 bits (to keep
@@ -24,7 +25,7 @@ pub(crate) const MAX_SHARDS: usize = 64;
 /// | setting | default | range |
 /// |---|---|---|
 /// | [`tick`](Builder::tick) | 10 ms | > 0 and < 584 years; below 1 ms raised to 1 ms |
-/// | [`wheel_size`](Builder::wheel_size) | 1024 slots | 1 ..= 2^20, rounded up to a power of two |
+/// | [`wheel_size`](Builder::wheel_size) | 1024 ticks per revolution | 1 ..= 2^20, rounded up to a power of two |
 /// | [`max_pending`](Builder::max_pending) | unbounded | any; 0 refuses every callback |
 /// | [`executor`](Builder::executor) | [`Executor::Inline`] | see [`Executor`] |
 ///
@@ -140,13 +141,19 @@ pub(crate) struct Config {
 }
 
 impl Builder {
-    /// The wheel's resolution: timers fire on the first tick at or after their
-    /// deadline, so up to one tick late. Default 10 ms.
+    /// The timer's resolution: a timer fires less than one tick after its deadline
+    /// (plus the runtime's scheduling delay), never before it. Default 10 ms.
+    ///
+    /// While timers are due the driver wakes about once per tick, at the tick's end
+    /// (or at the whole millisecond of Tokio's before it), and fires every timer whose
+    /// deadline has passed to within a quarter tick: the wheel turns in quarter ticks,
+    /// so a deadline early in a tick fires at the first wakeup after it, as a Tokio
+    /// sleep would, rather than only once the whole tick has ended.
     ///
     /// A tick below 1 ms is raised to 1 ms ([`Timer::tick`] reports it): Tokio's own
     /// timer, which wakes the driver, has 1 ms resolution, so a finer tick would save
-    /// well under a millisecond of lateness, and the wheel counts ticks in 44 bits,
-    /// which at 1 ms lasts 557 years but at 1 µs only 203 days.
+    /// well under a millisecond of lateness, and the wheel counts quarter ticks in 44
+    /// bits, which at 1 ms lasts 139 years but at 1 µs only 51 days.
     ///
     /// # Errors
     ///
@@ -157,11 +164,16 @@ impl Builder {
         self
     }
 
-    /// How many slots the wheel has, rounded up to a power of two. Default 1024.
+    /// How many ticks one revolution of the wheel covers, rounded up to a power of
+    /// two. Default 1024.
     ///
     /// A deadline more than `wheel_size` ticks away waits in its slot for later
     /// revolutions and costs a look each time the slot comes round; size the wheel so
     /// that one revolution (`tick × wheel_size`) covers your common timeouts.
+    ///
+    /// The wheel has four slots per tick (see [`tick`](Builder::tick)), each a 4-byte
+    /// list head, per wheel and per core: 16 KiB for the default. Above 2^18 ticks it
+    /// has fewer per tick, to stay within 2^20 slots (one per tick at 2^20).
     ///
     /// # Errors
     ///
@@ -267,7 +279,7 @@ impl Builder {
         }
         if self.wheel_size == 0 || self.wheel_size > MAX_WHEEL_SIZE {
             return Err(Error::InvalidConfig(format!(
-                "wheel_size must be between 1 and {MAX_WHEEL_SIZE} slots, not {}",
+                "wheel_size must be between 1 and {MAX_WHEEL_SIZE} ticks, not {}",
                 self.wheel_size
             )));
         }

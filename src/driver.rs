@@ -8,23 +8,27 @@
 //!
 //! # Implementation
 //!
-//! Time is cut into ticks counted from the timer's `origin`: tick `k` ends at
-//! `origin + k * tick`. A deadline goes to the first tick that ends at or after it
+//! Time is cut into wheel ticks, a quarter of the configured tick each
+//! ([`WHEEL_TICKS_PER_TICK`]), counted from the timer's `origin`: tick `k` ends at
+//! `origin + k * tick / 4`. Below, "tick" means a wheel tick unless it says otherwise.
+//! A deadline goes to the first tick that ends at or after it
 //! ([`Clock::tick_at_offset`], rounding up), and the driver processes tick `k` only once
 //! the clock has passed its end ([`Clock::tick_now`], rounding down). That pair of
 //! roundings is the whole "never early" argument; lateness is the rest of the tick plus
 //! however late the runtime woke us.
 //!
-//! The driver task awaits a `tokio::time::Interval` of one tick with
-//! [`MissedTickBehavior::Skip`], reset before each wait to the next occupied tick:
-//! when the runtime wakes us late, each turn processes every tick up to the clock
-//! anyway, so `Burst`'s make-up ticks would find nothing to do. With nothing pending
-//! the driver waits on a [`Notify`] alone: no wakeups while idle.
+//! The driver task awaits a `tokio::time::Interval` with
+//! [`MissedTickBehavior::Skip`], reset before each wait to the end of the configured
+//! tick that holds the next occupied tick ([`Clock::wake_tick`]): wheel ticks make
+//! expiry finer, not wakeups more frequent. When the runtime wakes us late, each turn
+//! processes every tick up to the clock anyway, so `Burst`'s make-up ticks would find
+//! nothing to do. With nothing pending the driver waits on a [`Notify`] alone: no
+//! wakeups while idle.
 //!
 //! Tokio rounds the interval's deadline up to its own whole millisecond, counted from
-//! the runtime's start, which is not where our ticks end. So the driver first asks for
-//! the millisecond the tick ends in (`FIRST_TRY`), where Tokio fires its own sleeps of
-//! that tick, and only if that wakes it before the tick's end, for the end itself.
+//! the runtime's start, which is not where our ticks end. So the driver asks for the
+//! last of Tokio's milliseconds at or before the tick's end, where Tokio fires its own
+//! sleeps of that tick, or for the next one if that has passed ([`wake_at`]).
 //!
 //! There is one wheel per core (`Shard`), each under its own lock; a thread registers
 //! in its own shard, and a timer remembers which (`Registration`), so threads that
@@ -54,7 +58,7 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
-use crate::builder::Config;
+use crate::builder::{Config, MAX_WHEEL_SIZE};
 use crate::scheduled::{run_caught, Job, TaskBox};
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 use crate::wheel::{InsertError, Key, Wheel, KEY_BITS, MAX_ENTRIES, MAX_TICK};
@@ -68,20 +72,43 @@ const BATCH: usize = 4096;
 /// so memory follows the load back down after a burst (the soak test checks it).
 const RETAIN: usize = 4096;
 
-/// Maps instants to ticks and back.
+/// How many wheel ticks make one configured tick (fewer only when the wheel would
+/// otherwise exceed 2^20 slots).
+///
+/// Tokio wakes the driver whenever its own millisecond grid says so, which is rarely
+/// at the end of one of our ticks (see [`wake_at`]). Each turn then fires every wheel
+/// tick that has ended: with quarter ticks, a timer whose deadline came early in the
+/// configured tick fires at the first wakeup after it, as a Tokio sleep with that
+/// deadline would, instead of waiting for the whole tick to end. The driver still
+/// wakes for configured ticks only ([`Clock::wake_tick`]), so this costs no wakeups;
+/// it costs 4 × `wheel_size` list heads (16 KiB for the default 1024) per wheel.
+/// Measured on the expiry workload (1 ms tick): p50 lateness 1.19–1.36 → 0.90–0.95
+/// ms, p99 2.26–2.48 → 1.63–1.79 ms, tokio's own 1.12–1.14 and 2.17–2.33.
+const WHEEL_TICKS_PER_TICK: usize = 4;
+
+/// Maps instants to wheel ticks and back.
+///
+/// Wheel tick `k` ends at `origin + k * tick / WHEEL_TICKS_PER_TICK`; below, "tick"
+/// without "configured" means a wheel tick.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Clock {
     origin: Instant,
+    /// The configured tick, as [`Timer::tick`](crate::Timer::tick) reports it.
     tick: Duration,
+    /// Wheel ticks per configured tick.
+    per_tick: u64,
+    /// A wheel tick, in nanoseconds.
     tick_ns: u64,
 }
 
 impl Clock {
-    fn new(origin: Instant, tick: Duration) -> Self {
-        let tick_ns = u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX).max(1);
+    fn new(origin: Instant, tick: Duration, per_tick: usize) -> Self {
+        let per_tick = u64::try_from(per_tick.max(1)).unwrap_or(1);
+        let tick_ns = (u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX) / per_tick).max(1);
         Clock {
             origin,
             tick,
+            per_tick,
             tick_ns,
         }
     }
@@ -148,6 +175,15 @@ impl Clock {
         (nanos(now.saturating_duration_since(self.origin)) / self.tick_ns).min(MAX_TICK)
     }
 
+    /// The last wheel tick of the configured tick that wheel tick `tick` lies in: the
+    /// driver wakes only at configured ticks' ends (or Tokio's millisecond before one),
+    /// so that a timer costs no more wakeups than with a wheel of configured ticks.
+    pub(crate) fn wake_tick(&self, tick: u64) -> u64 {
+        tick.div_ceil(self.per_tick)
+            .saturating_mul(self.per_tick)
+            .min(MAX_TICK)
+    }
+
     /// When tick `tick` ends.
     pub(crate) fn instant_of(&self, tick: u64) -> Instant {
         let ns = tick.saturating_mul(self.tick_ns);
@@ -156,6 +192,7 @@ impl Clock {
             .unwrap_or_else(|| far_future(self.origin))
     }
 
+    /// The configured tick.
     pub(crate) fn tick(&self) -> Duration {
         self.tick
     }
@@ -403,9 +440,10 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Shared {
     /// The shared state alone, without a driver task.
     pub(crate) fn new(config: Config, runtime: Option<tokio::runtime::Handle>) -> Arc<Shared> {
+        let per_tick = WHEEL_TICKS_PER_TICK.min(MAX_WHEEL_SIZE / config.wheel_size);
         let shards = (0..config.shards)
             .map(|_| Shard {
-                wheels: Mutex::new(Wheels::new(config.wheel_size)),
+                wheels: Mutex::new(Wheels::new(config.wheel_size * per_tick)),
                 elapsed: AtomicU64::new(0),
             })
             .collect();
@@ -417,7 +455,7 @@ impl Shared {
             keep_alive: Mutex::new(None),
             kept_alive: AtomicBool::new(false),
             rejected: Mutex::new(Vec::new()),
-            clock: Clock::new(Instant::now(), config.tick),
+            clock: Clock::new(Instant::now(), config.tick, per_tick),
             wheel_size: config.wheel_size,
             max_pending: config.max_pending,
             executor: config.executor,
@@ -979,18 +1017,25 @@ impl Drop for DriverGuard {
     }
 }
 
-/// How much earlier than a tick's end the driver first asks Tokio to wake it.
+/// When the driver asks Tokio to wake it for the tick that ends at `end`, at `now`.
 ///
 /// Tokio's timer counts whole milliseconds from its runtime's start and rounds every
 /// deadline up to the next one. A tick's end rarely falls on that grid (we cannot see
 /// where it lies), so asking for the end itself would wait for the millisecond boundary
 /// after it: a sleep Tokio would have woken at the boundary before the tick's end
 /// waits one more millisecond with us. Asking for `end - 999_999 ns` makes Tokio round
-/// to the last boundary at or before the end instead, where it fires its own sleeps.
-/// If that is still before the end (nothing in the tick may fire yet), the driver asks
-/// once more for the end itself: at most one extra wakeup per tick with timers due,
-/// none while idle.
-const FIRST_TRY: Duration = Duration::from_nanos(999_999);
+/// to the last boundary at or before the end instead, where it fires its own sleeps
+/// of that tick. If that boundary has already passed (the tick ends less than a
+/// millisecond from now), Tokio would fire at once, so the driver asks for `now`
+/// instead, which Tokio rounds to the next boundary. Either way Tokio does the
+/// rounding against a grid only it knows: no boundary is guessed, none is ever in the
+/// past, and a wakeup at a boundary before the end (the turn finds nothing due) is
+/// followed by one at the next boundary.
+fn wake_at(end: Instant, now: Instant) -> Instant {
+    const ROUNDING: Duration = Duration::from_nanos(999_999);
+    let boundary_before_end = end.checked_sub(ROUNDING).unwrap_or(end);
+    boundary_before_end.max(now + Duration::from_nanos(1))
+}
 
 /// The driver task.
 async fn run(weak: Weak<Shared>, notify: Arc<Notify>, mut interval: Interval) {
@@ -998,8 +1043,6 @@ async fn run(weak: Weak<Shared>, notify: Arc<Notify>, mut interval: Interval) {
         shared: weak.clone(),
     };
     let mut expired = Vec::new();
-    // The tick whose first try (see `FIRST_TRY`) woke us last, if one did.
-    let mut first_try_woke: Option<u64> = None;
     loop {
         let Some(shared) = weak.upgrade() else { return };
         shared.counters.wakeups.fetch_add(1, Ordering::Relaxed);
@@ -1018,36 +1061,26 @@ async fn run(weak: Weak<Shared>, notify: Arc<Notify>, mut interval: Interval) {
         drop(shared);
         let notified = pin!(notify.notified());
         match next {
-            None => {
-                notified.await;
-                first_try_woke = None;
-            }
+            None => notified.await,
             Some(next) => {
-                let end = clock.instant_of(next);
-                // Still waiting for the tick the first try woke us for: it came early.
-                let retry = first_try_woke == Some(next);
-                let at = match end.checked_sub(FIRST_TRY) {
-                    Some(first_try) if !retry => first_try,
-                    _ => end,
-                };
-                interval.reset_at(at);
-                let ticked = wait(notified, &mut interval).await;
-                first_try_woke = (ticked && !retry).then_some(next);
+                let end = clock.instant_of(clock.wake_tick(next));
+                interval.reset_at(wake_at(end, Instant::now()));
+                wait(notified, &mut interval).await;
             }
         }
     }
 }
 
-/// Waits for a notification or the interval's next tick; returns `true` for the tick.
+/// Waits for a notification or the interval's next tick.
 async fn wait(
     mut notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
     interval: &mut Interval,
-) -> bool {
+) {
     std::future::poll_fn(|cx| {
         if notified.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(false);
+            return Poll::Ready(());
         }
-        interval.poll_tick(cx).map(|_| true)
+        interval.poll_tick(cx).map(drop)
     })
     .await
 }
@@ -1059,7 +1092,7 @@ mod tests {
     #[test]
     fn ticks_round_deadlines_up_and_now_down() {
         let origin = Instant::now();
-        let clock = Clock::new(origin, Duration::from_millis(10));
+        let clock = Clock::new(origin, Duration::from_millis(10), 1);
         assert_eq!(clock.tick_at(origin), 0);
         assert_eq!(clock.tick_at(origin + Duration::from_millis(1)), 1);
         assert_eq!(clock.tick_at(origin + Duration::from_millis(10)), 1);
@@ -1070,9 +1103,28 @@ mod tests {
     }
 
     #[test]
+    fn wheel_ticks_are_quarters_and_the_driver_wakes_for_whole_ticks() {
+        let origin = Instant::now();
+        let ms = |n: u64| origin + Duration::from_micros(n * 100); // tenths of a ms
+        let clock = Clock::new(origin, Duration::from_millis(10), 4);
+        assert_eq!(clock.tick(), Duration::from_millis(10));
+        assert_eq!(clock.tick_at(ms(10)), 1);
+        assert_eq!(clock.tick_at(ms(25)), 1);
+        assert_eq!(clock.tick_at(ms(26)), 2);
+        assert_eq!(clock.tick_now(ms(24)), 0);
+        assert_eq!(clock.tick_now(ms(99)), 3);
+        assert_eq!(clock.instant_of(1), ms(25));
+        assert_eq!(
+            [0, 1, 3, 4, 5, 8, 9].map(|t| clock.wake_tick(t)),
+            [0, 4, 4, 4, 8, 8, 12]
+        );
+        assert_eq!(clock.instant_of(clock.wake_tick(1)), ms(100));
+    }
+
+    #[test]
     fn offsets_round_trip_and_round_like_instants() {
         let origin = Instant::now() + Duration::from_secs(10);
-        let clock = Clock::new(origin, Duration::from_millis(10));
+        let clock = Clock::new(origin, Duration::from_millis(10), 1);
         for ns in [0, 1, -1, 9_999_999, 10_000_000, 10_000_001, -5_000_000_000] {
             let instant = clock.instant_at(ns);
             assert_eq!(clock.offset_of(instant), ns);
@@ -1090,7 +1142,7 @@ mod tests {
         let far = origin + Duration::from_secs(86_400 * 365 * 400);
         assert_eq!(clock.offset_of(far), i64::MAX);
         assert!(clock.tick_at_offset(i64::MAX) <= MAX_TICK);
-        let tiny = Clock::new(origin, Duration::from_nanos(1));
+        let tiny = Clock::new(origin, Duration::from_nanos(1), 1);
         assert_eq!(tiny.tick_at_offset(i64::MAX), MAX_TICK);
         assert!(tiny.is_processed(i64::MAX, MAX_TICK));
         assert!(!tiny.is_processed(i64::MAX, MAX_TICK - 1));
@@ -1113,12 +1165,12 @@ mod tests {
     fn far_deadlines_saturate() {
         let origin = Instant::now();
         // The finest tick the builder allows: 30 years fit in the wheel's range.
-        let clock = Clock::new(origin, crate::builder::MIN_TICK);
+        let clock = Clock::new(origin, crate::builder::MIN_TICK, WHEEL_TICKS_PER_TICK);
         let far = deadline_after(origin, Duration::MAX);
         assert_eq!(far, far_future(origin));
         assert!(clock.tick_at(far) < MAX_TICK);
         assert!(clock.instant_of(MAX_TICK) > origin);
-        let coarse = Clock::new(origin, Duration::MAX);
+        let coarse = Clock::new(origin, Duration::MAX, 1);
         assert_eq!(coarse.tick_at(far), 1);
     }
 

@@ -82,11 +82,12 @@
 //!   is 32 bytes. Tested against a `BTreeMap` model with proptest and cargo-fuzz.
 //! * `driver.rs` — the locks and the tick task: one shard per core, each two wheels
 //!   (futures' wakers, callbacks) under one lock, a thread registering in its own
-//!   shard; maps instants to ticks (deadlines
-//!   round up, the clock rounds down: never early), awaits a
-//!   `tokio::time::Interval` with `MissedTickBehavior::Skip` (set first to the whole
-//!   millisecond of Tokio's that the tick ends in, so that Tokio's rounding up does not
-//!   delay every tick to the next one), catches up on every tick
+//!   shard; maps instants to wheel ticks of a quarter tick each (deadlines round up,
+//!   the clock rounds down: never early), awaits a `tokio::time::Interval` with
+//!   `MissedTickBehavior::Skip` set to the end of the next tick with anything due, or
+//!   rather to the whole millisecond of Tokio's before it (Tokio rounds deadlines up
+//!   to its milliseconds; this is where it fires its own sleeps), fires at each
+//!   wakeup everything due to within a quarter tick, catches up on every tick
 //!   the clock has passed when woken late, parks without ticking when nothing is near,
 //!   and wakes expired tasks and dispatches expired callbacks after releasing the lock.
 //!   Its `Anchor`s are what futures and callback handles hold to keep the timer alive:

@@ -62,7 +62,7 @@ pub struct Stats {
 }
 
 impl Timer {
-    /// A timer with the default settings (10 ms tick, 1024 slots, callbacks run
+    /// A timer with the default settings (10 ms tick, 1024 ticks per revolution, callbacks run
     /// [inline](crate::Executor::Inline), no cap on pending callbacks), its driver spawned
     /// on the current Tokio runtime.
     ///

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
-use wheel_timer::{Error, Timer};
+use wheel_timer::{Error, Sleep, Timer};
 
 const TICK: Duration = Duration::from_millis(10);
 
@@ -59,7 +59,7 @@ async fn a_lone_long_sleep_skips_to_its_slot() {
     timer.sleep(Duration::from_secs(10)).await;
     let took = start.elapsed();
     assert!(took >= Duration::from_secs(10) && took < Duration::from_secs(10) + TICK);
-    // One wakeup for the registration, one per revolution (1024 slots = 10.24 s), one to
+    // One wakeup for the registration, one per revolution (1024 ticks = 10.24 s), one to
     // fire: not 1000 (one per tick).
     let wakeups = timer.stats().driver_wakeups;
     assert!(wakeups <= 4, "{wakeups} driver wakeups for one 10 s sleep");
@@ -101,20 +101,23 @@ async fn a_late_driver_catches_up_on_every_skipped_tick() {
 
 /// A 1 ms timer built half a millisecond into its runtime, so that every tick ends
 /// halfway between two of the whole milliseconds Tokio's own timer counts (from the
-/// runtime's start; it rounds each deadline up to one), and a 0.7 ms sleep on it, in
-/// tick 1, which ends 1.5 ms into the runtime.
-async fn a_sleep_in_a_tick_ending_between_tokios_milliseconds(
-) -> (Timer, tokio_test::task::Spawn<wheel_timer::Sleep>) {
+/// runtime's start; it rounds each deadline up to one): tick 1 ends 1.5 ms into the
+/// runtime, tick 2 at 2.5 ms.
+async fn a_timer_half_a_millisecond_into_its_runtime() -> Timer {
     tokio::time::advance(Duration::from_micros(500)).await;
-    let timer = Timer::builder()
+    Timer::builder()
         .tick(Duration::from_millis(1))
         .build()
-        .unwrap();
-    let mut sleep = tokio_test::task::spawn(timer.sleep(Duration::from_micros(700)));
+        .unwrap()
+}
+
+/// A sleep of `micros` on `timer`, polled once, and the driver parked after seeing it.
+async fn registered_sleep(timer: &Timer, micros: u64) -> tokio_test::task::Spawn<Sleep> {
+    let mut sleep = tokio_test::task::spawn(timer.sleep(Duration::from_micros(micros)));
     assert!(sleep.poll().is_pending());
-    advance_and_settle(Duration::ZERO).await; // the driver sees it and parks
+    advance_and_settle(Duration::ZERO).await;
     assert!(!sleep.is_woken());
-    (timer, sleep)
+    sleep
 }
 
 /// Moves the paused clock on by `d` and lets the driver run.
@@ -129,31 +132,49 @@ async fn advance_and_settle(d: Duration) {
 /// sleeps do, not wait for Tokio's next whole millisecond (up to 1 ms later).
 #[tokio::test(start_paused = true)]
 async fn a_tick_ending_between_tokios_milliseconds_fires_once_the_clock_passes_its_end() {
-    let (_timer, mut sleep) = a_sleep_in_a_tick_ending_between_tokios_milliseconds().await;
-    // The runtime wakes (for whatever reason) 1.6 ms in: 0.1 ms past the tick's end,
-    // before Tokio's next whole millisecond.
+    let timer = a_timer_half_a_millisecond_into_its_runtime().await;
+    let mut sleep = registered_sleep(&timer, 1000).await; // the end of tick 1: 1.5 ms in
+                                                          // The runtime wakes (for whatever reason) 1.6 ms in: 0.1 ms past the tick's end,
+                                                          // before Tokio's next whole millisecond.
     advance_and_settle(Duration::from_micros(1100)).await;
     assert!(sleep.is_woken(), "not woken 0.1 ms after its tick ended");
     assert!(sleep.poll().is_ready());
 }
 
+/// A deadline early in a tick fires at the first wakeup after it (to a quarter tick),
+/// as a Tokio sleep would, not only once the whole tick has ended.
+#[tokio::test(start_paused = true)]
+async fn a_deadline_early_in_a_tick_fires_at_the_first_wakeup_after_it() {
+    let timer = a_timer_half_a_millisecond_into_its_runtime().await;
+    let mut sleep = registered_sleep(&timer, 700).await; // 1.2 ms in; tick 1 ends at 1.5
+    let start = Instant::now();
+    // Tokio, asked for its millisecond 1 (the one tick 1 ends in), wakes the driver
+    // late, 1.3 ms in.
+    advance_and_settle(Duration::from_micros(800)).await;
+    assert!(sleep.is_woken(), "not woken 0.1 ms after its deadline");
+    assert!(sleep.poll().is_ready());
+    assert!(start.elapsed() >= Duration::from_micros(700));
+}
+
 /// Asking Tokio for the millisecond a tick ends in can wake the driver before the
-/// tick's end: then nothing fires, and the driver waits once more, for the end itself.
+/// tick's end: then what is not yet due stays, and the driver waits once more, for
+/// Tokio's next millisecond.
 #[tokio::test(start_paused = true)]
 async fn a_wakeup_before_the_ticks_end_fires_nothing_and_waits_once_more() {
-    let (timer, mut sleep) = a_sleep_in_a_tick_ending_between_tokios_milliseconds().await;
+    let timer = a_timer_half_a_millisecond_into_its_runtime().await;
+    let mut sleep = registered_sleep(&timer, 1000).await; // the end of tick 1: 1.5 ms in
     let start = Instant::now();
     let wakeups = timer.stats().driver_wakeups;
-    // 1.3 ms in: Tokio's first whole millisecond has passed, the tick has not ended.
+    // 1.3 ms in: Tokio's first whole millisecond has passed, the deadline has not.
     advance_and_settle(Duration::from_micros(800)).await;
     assert_eq!(
         timer.stats().driver_wakeups,
         wakeups + 1,
         "woken by the first try"
     );
-    assert!(!sleep.is_woken(), "fired 0.2 ms before its tick ended");
+    assert!(!sleep.is_woken(), "fired 0.2 ms before its deadline");
     // Tokio's next whole millisecond, 2 ms in, is the first it can wake us at after
-    // the tick's end.
+    // the deadline.
     advance_and_settle(Duration::from_micros(699)).await;
     assert!(!sleep.is_woken(), "fired before Tokio's next millisecond");
     advance_and_settle(Duration::from_micros(1)).await;
@@ -165,6 +186,30 @@ async fn a_wakeup_before_the_ticks_end_fires_nothing_and_waits_once_more() {
         wakeups + 2,
         "one wakeup per try"
     );
+}
+
+/// When the millisecond a tick ends in has already passed, the driver asks Tokio for
+/// the next one straight away: one wakeup, not a first one that Tokio fires at once.
+#[tokio::test(start_paused = true)]
+async fn a_tick_whose_millisecond_has_passed_costs_one_wakeup() {
+    let timer = a_timer_half_a_millisecond_into_its_runtime().await;
+    let first = registered_sleep(&timer, 1000).await; // the end of tick 1: 1.5 ms in
+    let second = registered_sleep(&timer, 2000).await; // the end of tick 2: 2.5 ms in
+    let wakeups = timer.stats().driver_wakeups;
+    // Woken late, 2.2 ms in: tick 1 fires; Tokio's millisecond 2, the one tick 2 ends
+    // in, has passed.
+    advance_and_settle(Duration::from_micros(1700)).await;
+    assert!(first.is_woken());
+    advance_and_settle(Duration::from_micros(799)).await;
+    assert!(!second.is_woken());
+    assert_eq!(
+        timer.stats().driver_wakeups,
+        wakeups + 1,
+        "woken again for a millisecond that had passed"
+    );
+    advance_and_settle(Duration::from_micros(1)).await; // 3 ms in
+    assert!(second.is_woken());
+    assert_eq!(timer.stats().driver_wakeups, wakeups + 2);
 }
 
 fn alive_tasks(rt: &tokio::runtime::Runtime) -> usize {
