@@ -45,9 +45,12 @@
 //!
 //! # Semantics
 //!
-//! * **Never early.** A timer fires on the first tick at or after its deadline: late by
-//!   less than one tick, plus the runtime's scheduling delay (which under load can be
-//!   as large as the tick itself). Ticks are counted from when the timer was built, so
+//! * **Never early.** A timer fires at the first driver wakeup after its deadline,
+//!   to within a quarter tick (the wheel turns in quarter ticks); the driver wakes at
+//!   the end of each tick with something due, or at Tokio's whole millisecond just
+//!   before it. So a timer is late by less than one tick, plus the runtime's
+//!   scheduling delay (which under load can be as large as the tick itself), and
+//!   often by much less. Ticks are counted from when the timer was built, so
 //!   work that runs in step with that moment (a loop started right after `build()`
 //!   that sleeps whole ticks) lands just after each tick ends and is nearly a full tick
 //!   late every time; choose the tick for the lateness you can accept.

@@ -149,8 +149,8 @@ impl Timer {
         self.shared().pending()
     }
 
-    /// The wheel's resolution: how late, at most, a timer fires (plus the runtime's
-    /// scheduling delay).
+    /// The timer's resolution: how late, at most, a timer fires (plus the runtime's
+    /// scheduling delay). The wheel itself turns in quarters of it.
     pub fn tick(&self) -> Duration {
         self.shared().clock.tick()
     }
