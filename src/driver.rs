@@ -59,7 +59,7 @@ use tokio::sync::{watch, Notify};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use crate::builder::{Config, MAX_WHEEL_SIZE};
-use crate::scheduled::{run_caught, Job, TaskBox};
+use crate::scheduled::{run_caught, Job, Task};
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 use crate::wheel::{InsertError, Key, Wheel, KEY_BITS, MAX_ENTRIES, MAX_TICK};
 use crate::{Error, Executor, Stats, Unfired};
@@ -220,7 +220,7 @@ pub(crate) enum Payload {
     /// A future's task to wake.
     Wake(Waker),
     /// A callback to hand to the executor.
-    Callback(TaskBox),
+    Callback(Task),
 }
 
 impl fmt::Debug for Payload {
@@ -270,7 +270,7 @@ const _: () = assert!(crate::builder::MAX_SHARDS <= 1 << SHARD_BITS);
 #[derive(Debug)]
 pub(crate) struct Wheels {
     futures: Wheel<Waker>,
-    callbacks: Wheel<TaskBox>,
+    callbacks: Wheel<Task>,
     /// The id the next callback scheduled in this shard gets.
     next_id: u64,
     /// Ids of the callbacks shutdown took out unrun, sorted: how a `Scheduled` tells
@@ -345,7 +345,7 @@ pub(crate) struct Shared {
     /// `detach`'s fast path.
     kept_alive: AtomicBool,
     /// Expired callbacks an executor dropped unrun; the driver runs them inline.
-    rejected: Mutex<Vec<TaskBox>>,
+    rejected: Mutex<Vec<Task>>,
     pub(crate) clock: Clock,
     wheel_size: usize,
     max_pending: usize,
@@ -504,7 +504,7 @@ impl Shared {
     }
 
     /// Registers a callback due at its deadline; returns where it is and its id.
-    pub(crate) fn schedule(&self, mut task: TaskBox) -> Result<(Registration, u64), Error> {
+    pub(crate) fn schedule(&self, mut task: Task) -> Result<(Registration, u64), Error> {
         let tick = self.clock.tick_at_offset(task.deadline());
         if self.callbacks.fetch_add(1, Ordering::SeqCst) >= self.max_pending {
             self.callback_gone();
@@ -738,7 +738,7 @@ impl Shared {
 
     /// Takes back an expired callback that its executor dropped without running it; the
     /// driver runs it inline on its next turn (or here, if the timer is shut down).
-    pub(crate) fn reject(&self, task: TaskBox) {
+    pub(crate) fn reject(&self, task: Task) {
         self.counters.rejections.fetch_add(1, Ordering::Relaxed);
         let mut rejected = lock(&self.rejected);
         if self.is_shutdown() {
@@ -792,7 +792,7 @@ impl Shared {
         unfired
     }
 
-    fn unfired(&self, task: TaskBox) -> Unfired {
+    fn unfired(&self, task: Task) -> Unfired {
         let deadline = self.clock.instant_at(task.deadline());
         Unfired::new(task, deadline)
     }
@@ -905,7 +905,7 @@ impl Shared {
     }
 
     /// Hands an expired callback to the configured executor.
-    fn dispatch(self: &Arc<Self>, task: TaskBox) {
+    fn dispatch(self: &Arc<Self>, task: Task) {
         match &self.executor {
             Executor::Inline => self.run_inline(task),
             Executor::Spawn | Executor::Blocking if self.runtime.is_none() => self.run_inline(task),
@@ -936,7 +936,7 @@ impl Shared {
         }
     }
 
-    fn run_inline(&self, task: TaskBox) {
+    fn run_inline(&self, task: Task) {
         if !run_caught(task) {
             self.count_panic();
         }

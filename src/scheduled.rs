@@ -3,16 +3,17 @@
 //!
 //! # Implementation
 //!
-//! A callback lives in one allocation, a `Task` holding its closure, its deadline and
-//! an id, owned by its wheel entry and moved out of it exactly once, under the wheel's
+//! A callback is a `Task` holding its closure (in place, with no allocation, when it
+//! fits in three words: see `inline_fn`), its deadline and an id, owned by its wheel
+//! entry and moved out of it exactly once, under the wheel's
 //! lock: by the driver (the closure then runs), by [`Scheduled::cancel`] (it is
 //! dropped), or by shutdown (it becomes an [`Unfired`]). That lock is why "cancel
 //! returned `true`" and "the callback ran" can never both happen, nor neither.
 //!
 //! The [`Scheduled`] handle shares nothing with the entry: it names it by its
 //! registration and id, and learns the callback's state from the wheel, under the same
-//! lock. (An `Arc` shared by entry and handle cost an allocation twice this size, two
-//! reference-count writes and a lock around the closure per callback; see the
+//! lock. (An `Arc` shared by entry and handle cost an allocation, two reference-count
+//! writes and a lock around the closure per callback; see the
 //! *callbacks* benchmark in the README.) The id, unique per shard, guards against a key
 //! whose entry left and whose slab index was reused until its 20-bit generation
 //! wrapped.
@@ -25,67 +26,59 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use tokio::time::Instant;
 
 use crate::driver::{Anchor, CallbackState, Registration, Shared};
+use crate::inline_fn::InlineFn;
 use crate::sync::AtomicBool;
 
-/// A callback in the wheel: the closure with its deadline and id, behind one `Box`.
-pub(crate) trait Callback: Send {
-    /// Unique within its shard, set under the shard's lock when it is scheduled.
-    fn id(&self) -> u64;
-    fn set_id(&mut self, id: u64);
-    /// The deadline, as an offset from the timer's origin (`Clock::offset_of`).
-    fn deadline(&self) -> i64;
-    /// Runs the closure.
-    fn call(self: Box<Self>);
-}
-
-struct Task<F> {
+/// A callback in the wheel: its closure, deadline and id, with the closure in place
+/// when it fits in three words (see [`InlineFn`]).
+pub(crate) struct Task {
     id: u64,
+    /// The deadline, as an offset from the timer's origin (`Clock::offset_of`).
     deadline: i64,
-    f: F,
+    f: InlineFn,
 }
 
-impl<F: FnOnce() + Send> Callback for Task<F> {
-    fn id(&self) -> u64 {
+impl Task {
+    /// Unique within its shard, set under the shard's lock when it is scheduled.
+    pub(crate) fn id(&self) -> u64 {
         self.id
     }
 
-    fn set_id(&mut self, id: u64) {
+    pub(crate) fn set_id(&mut self, id: u64) {
         self.id = id;
     }
 
-    fn deadline(&self) -> i64 {
+    /// The deadline, as an offset from the timer's origin (`Clock::offset_of`).
+    pub(crate) fn deadline(&self) -> i64 {
         self.deadline
     }
 
-    fn call(self: Box<Self>) {
-        (self.f)();
+    /// Runs the closure.
+    pub(crate) fn call(self) {
+        self.f.call();
     }
 }
 
-impl fmt::Debug for dyn Callback {
+impl fmt::Debug for Task {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Callback")
-            .field("id", &self.id())
-            .field("deadline", &self.deadline())
+        f.debug_struct("Task")
+            .field("id", &self.id)
+            .field("deadline", &self.deadline)
             .finish_non_exhaustive()
     }
 }
 
-/// A callback on its own, owned by whoever holds it: the wheel, the driver, an
-/// executor's job, or an [`Unfired`].
-pub(crate) type TaskBox = Box<dyn Callback>;
-
 /// A callback due at the deadline `offset` (see `Clock::offset_of`).
-pub(crate) fn task<F: FnOnce() + Send + 'static>(offset: i64, f: F) -> TaskBox {
-    Box::new(Task {
+pub(crate) fn task<F: FnOnce() + Send + 'static>(offset: i64, f: F) -> Task {
+    Task {
         id: 0,
         deadline: offset,
-        f,
-    })
+        f: InlineFn::new(f),
+    }
 }
 
 /// Runs a callback, catching a panic. Returns `false` if it panicked.
-pub(crate) fn run_caught(task: TaskBox) -> bool {
+pub(crate) fn run_caught(task: Task) -> bool {
     catch_unwind(AssertUnwindSafe(move || task.call())).is_ok()
 }
 
@@ -93,12 +86,12 @@ pub(crate) fn run_caught(task: TaskBox) -> bool {
 /// dropped without having run (the executor panicked, shut down, or dropped it), it
 /// goes back to the timer to run on the tick task; nothing is lost silently.
 pub(crate) struct Job {
-    task: Option<TaskBox>,
+    task: Option<Task>,
     timer: Weak<Shared>,
 }
 
 impl Job {
-    pub(crate) fn new(task: TaskBox, timer: &Arc<Shared>) -> Job {
+    pub(crate) fn new(task: Task, timer: &Arc<Shared>) -> Job {
         Job {
             task: Some(task),
             timer: Arc::downgrade(timer),
@@ -288,11 +281,11 @@ pub struct Unfired {
     deadline: Instant,
     /// In a lock only so that `Unfired` stays `Sync`, as a closure need not be; it is
     /// never contended (`run` takes `self`).
-    task: Mutex<TaskBox>,
+    task: Mutex<Task>,
 }
 
 impl Unfired {
-    pub(crate) fn new(task: TaskBox, deadline: Instant) -> Unfired {
+    pub(crate) fn new(task: Task, deadline: Instant) -> Unfired {
         Unfired {
             deadline,
             task: Mutex::new(task),
@@ -326,15 +319,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_callback_is_small_on_the_heap_and_in_its_handle() {
-        fn task_size<F>(_: &F) -> usize {
-            std::mem::size_of::<Task<F>>()
-        }
-        let captured = Arc::new(());
-        let f = move || drop(captured);
-        // Closure, deadline and id: glibc's smallest chunk (32 bytes) holds 24.
-        assert_eq!(task_size(&f), 24);
-        assert_eq!(std::mem::size_of::<crate::wheel::Entry<TaskBox>>(), 32);
+    fn a_callback_is_small_in_its_entry_and_in_its_handle() {
+        // Closure (up to three words in place), deadline, id and the closure's vtable.
+        assert_eq!(std::mem::size_of::<Task>(), 48);
+        // With the wheel's links and tick: what a pending callback costs, with no
+        // heap allocation for a closure of up to three words.
+        assert_eq!(std::mem::size_of::<crate::wheel::Entry<Task>>(), 64);
         assert_eq!(std::mem::size_of::<Scheduled>(), 40);
     }
 }
