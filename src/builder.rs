@@ -172,8 +172,9 @@ impl Builder {
     /// that one revolution (`tick × wheel_size`) covers your common timeouts.
     ///
     /// The wheel has four slots per tick (see [`tick`](Builder::tick)), each a 4-byte
-    /// list head, per wheel and per core: 16 KiB for the default. Above 2^18 ticks it
-    /// has fewer per tick, to stay within 2^20 slots (one per tick at 2^20).
+    /// list head: 16 KiB for the default, and a timer has two wheels (futures,
+    /// callbacks) per core. Above 2^18 ticks it has fewer slots per tick, to stay
+    /// within 2^20 (one per tick at 2^20).
     ///
     /// # Errors
     ///

@@ -1175,6 +1175,30 @@ mod tests {
     }
 
     #[test]
+    fn a_wheel_has_four_slots_per_tick_up_to_two_to_the_twenty() {
+        for (ticks, slots) in [
+            (1, 4),
+            (1024, 4096),
+            (1 << 18, 1 << 20),
+            (1 << 19, 1 << 20),
+            (1 << 20, 1 << 20),
+        ] {
+            let mut config = crate::Builder::default().validate().expect("defaults");
+            config.wheel_size = ticks;
+            config.shards = 1;
+            let shared = Shared::new(config, None);
+            let wheels = lock(&shared.shards[0].wheels);
+            assert_eq!(
+                (wheels.futures.slots(), wheels.callbacks.slots()),
+                (slots, slots)
+            );
+            // A revolution still covers `ticks` configured ticks.
+            let revolution = shared.clock.instant_of(slots as u64) - shared.clock.instant_of(0);
+            assert_eq!(revolution, shared.clock.tick() * ticks as u32, "{ticks}");
+        }
+    }
+
+    #[test]
     fn each_thread_holds_its_own_shards_anchor() {
         let mut config = crate::Builder::default().validate().expect("defaults");
         config.shards = 2;
