@@ -213,24 +213,38 @@ mod tests {
         assert_eq!(ran.load(Ordering::SeqCst), 59);
     }
 
+    /// A closure that holds a `Tracked` and runs `body`, in place or (`big`: 32 more
+    /// bytes of captures) boxed; with the count of the `Tracked`'s drops.
+    fn tracked(big: bool, body: impl FnOnce() + Send + 'static) -> (InlineFn, Arc<AtomicUsize>) {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let tracked = Tracked(dropped.clone());
+        let f = if big {
+            let padding = [0u64; 4];
+            let f = move || {
+                let _keep = (&tracked, padding);
+                body();
+            };
+            assert!(!InlineFn::is_in_place(&f));
+            InlineFn::new(f)
+        } else {
+            let f = move || {
+                let _keep = &tracked;
+                body();
+            };
+            assert!(InlineFn::is_in_place(&f));
+            InlineFn::new(f)
+        };
+        (f, dropped)
+    }
+
     #[test]
     fn a_closure_dropped_unrun_drops_its_captures_once() {
         for big in [false, true] {
-            let (ran, dropped) = counter();
-            let tracked = Tracked(dropped.clone());
-            let padding = [0u64; 4];
+            let ran = Arc::new(AtomicUsize::new(0));
             let r = ran.clone();
-            let f = if big {
-                InlineFn::new(move || {
-                    let _keep = (&tracked, padding);
-                    r.fetch_add(1, Ordering::SeqCst);
-                })
-            } else {
-                InlineFn::new(move || {
-                    let _keep = &tracked;
-                    r.fetch_add(1, Ordering::SeqCst);
-                })
-            };
+            let (f, dropped) = tracked(big, move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            });
             drop(f);
             assert_eq!(ran.load(Ordering::SeqCst), 0);
             assert_eq!(dropped.load(Ordering::SeqCst), 1, "big: {big}");
@@ -240,20 +254,7 @@ mod tests {
     #[test]
     fn a_panicking_closure_drops_its_captures_once() {
         for big in [false, true] {
-            let (_, dropped) = counter();
-            let tracked = Tracked(dropped.clone());
-            let padding = [0u64; 4];
-            let f = if big {
-                InlineFn::new(move || {
-                    let _keep = (&tracked, padding);
-                    panic!("callback panicked");
-                })
-            } else {
-                InlineFn::new(move || {
-                    let _keep = &tracked;
-                    panic!("callback panicked");
-                })
-            };
+            let (f, dropped) = tracked(big, || panic!("callback panicked"));
             assert!(catch_unwind(AssertUnwindSafe(|| f.call())).is_err());
             assert_eq!(dropped.load(Ordering::SeqCst), 1, "big: {big}");
         }
