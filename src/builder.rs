@@ -13,8 +13,8 @@ use crate::{Error, Timer};
 pub(crate) const MAX_WHEEL_SIZE: usize = 1 << 20;
 
 /// The finest tick: finer ones are raised to it. Tokio's timer, which wakes the
-/// driver, has 1 ms resolution anyway, and the wheel counts ticks in 44 bits (to keep
-/// entries at 32 bytes), which at 1 ms spans 557 years.
+/// driver, has 1 ms resolution anyway, and the wheel counts quarter ticks in 44 bits
+/// (to keep entries at 32 bytes), which at 1 ms spans 139 years.
 pub(crate) const MIN_TICK: Duration = Duration::from_millis(1);
 
 /// The most shards a timer has; it has one per core up to this.

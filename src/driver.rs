@@ -1029,8 +1029,8 @@ impl Drop for DriverGuard {
 /// millisecond from now), Tokio would fire at once, so the driver asks for `now`
 /// instead, which Tokio rounds to the next boundary. Either way Tokio does the
 /// rounding against a grid only it knows: no boundary is guessed, none is ever in the
-/// past, and a wakeup at a boundary before the end (the turn finds nothing due) is
-/// followed by one at the next boundary.
+/// past, and a wakeup at a boundary before the end (the turn fires only the quarter
+/// ticks that have ended) is followed by one at the next boundary.
 fn wake_at(end: Instant, now: Instant) -> Instant {
     const ROUNDING: Duration = Duration::from_nanos(999_999);
     let boundary_before_end = end.checked_sub(ROUNDING).unwrap_or(end);

@@ -5,18 +5,17 @@
 //!
 //! A callback is a `Task` holding its closure (in place, with no allocation, when it
 //! fits in three words: see `inline_fn`), its deadline and an id, owned by its wheel
-//! entry and moved out of it exactly once, under the wheel's
-//! lock: by the driver (the closure then runs), by [`Scheduled::cancel`] (it is
-//! dropped), or by shutdown (it becomes an [`Unfired`]). That lock is why "cancel
-//! returned `true`" and "the callback ran" can never both happen, nor neither.
+//! entry and moved out of it exactly once, under the wheel's lock: by the driver (the
+//! closure then runs), by [`Scheduled::cancel`] (it is dropped), or by shutdown (it
+//! becomes an [`Unfired`]). That lock is why "cancel returned `true`" and "the
+//! callback ran" can never both happen, nor neither.
 //!
 //! The [`Scheduled`] handle shares nothing with the entry: it names it by its
 //! registration and id, and learns the callback's state from the wheel, under the same
 //! lock. (An `Arc` shared by entry and handle cost an allocation, two reference-count
-//! writes and a lock around the closure per callback; see the
-//! *callbacks* benchmark in the README.) The id, unique per shard, guards against a key
-//! whose entry left and whose slab index was reused until its 20-bit generation
-//! wrapped.
+//! writes and a lock around the closure per callback; see the *callbacks* benchmark
+//! in the README.) The id, unique per shard, guards against a key whose entry left
+//! and whose slab index was reused until its 20-bit generation wrapped.
 
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
