@@ -28,7 +28,9 @@
 //! Tokio rounds the interval's deadline up to its own whole millisecond, counted from
 //! the runtime's start, which is not where our ticks end. So the driver asks for the
 //! last of Tokio's milliseconds at or before the tick's end, where Tokio fires its own
-//! sleeps of that tick, or for the next one if that has passed ([`wake_at`]).
+//! sleeps of that tick, or for the next one if that has passed ([`wake_at`]); and when
+//! a turn took so long that the next occupied tick has ended meanwhile, it turns again
+//! (after the tasks it woke) instead of waiting for Tokio.
 //!
 //! There is one wheel per core (`Shard`), each under its own lock; a thread registers
 //! in its own shard, and a timer remembers which (`Registration`), so threads that
@@ -1017,24 +1019,31 @@ impl Drop for DriverGuard {
     }
 }
 
-/// When the driver asks Tokio to wake it for the tick that ends at `end`, at `now`.
+/// When the driver, at `now`, asks Tokio to wake it for the next occupied tick `next`;
+/// `None` if that tick has already ended (the turn took that long), so that the
+/// driver turns again instead of waiting for Tokio.
 ///
-/// Tokio's timer counts whole milliseconds from its runtime's start and rounds every
-/// deadline up to the next one. A tick's end rarely falls on that grid (we cannot see
-/// where it lies), so asking for the end itself would wait for the millisecond boundary
-/// after it: a sleep Tokio would have woken at the boundary before the tick's end
-/// waits one more millisecond with us. Asking for `end - 999_999 ns` makes Tokio round
-/// to the last boundary at or before the end instead, where it fires its own sleeps
-/// of that tick. If that boundary has already passed (the tick ends less than a
-/// millisecond from now), Tokio would fire at once, so the driver asks for `now`
-/// instead, which Tokio rounds to the next boundary. Either way Tokio does the
-/// rounding against a grid only it knows: no boundary is guessed, none is ever in the
-/// past, and a wakeup at a boundary before the end (the turn fires only the quarter
-/// ticks that have ended) is followed by one at the next boundary.
-fn wake_at(end: Instant, now: Instant) -> Instant {
+/// The driver wakes for the end of the configured tick that holds `next`
+/// ([`Clock::wake_tick`]). Tokio's timer counts whole milliseconds from its runtime's
+/// start and rounds every deadline up to the next one. That end rarely falls on
+/// Tokio's grid (we cannot see where it lies), so asking for the end itself would wait
+/// for the millisecond boundary after it: a sleep Tokio would have woken at the
+/// boundary before the end waits one more millisecond with us. Asking for
+/// `end - 999_999 ns` makes Tokio round to the last boundary at or before the end
+/// instead, where it fires its own sleeps of that tick. If that boundary has already
+/// passed (the end is less than a millisecond away), Tokio would fire at once, so the
+/// driver asks for `now` instead, which Tokio rounds to the next boundary. Either way
+/// Tokio does the rounding against a grid only it knows: no boundary is guessed, none
+/// is ever in the past, and a wakeup at a boundary before the end (the turn fires only
+/// the quarter ticks that have ended) is followed by one at the next boundary.
+fn wake_at(clock: &Clock, next: u64, now: Instant) -> Option<Instant> {
     const ROUNDING: Duration = Duration::from_nanos(999_999);
+    if clock.instant_of(next) <= now {
+        return None;
+    }
+    let end = clock.instant_of(clock.wake_tick(next));
     let boundary_before_end = end.checked_sub(ROUNDING).unwrap_or(end);
-    boundary_before_end.max(now + Duration::from_nanos(1))
+    Some(boundary_before_end.max(now + Duration::from_nanos(1)))
 }
 
 /// The driver task.
@@ -1062,11 +1071,14 @@ async fn run(weak: Weak<Shared>, notify: Arc<Notify>, mut interval: Interval) {
         let notified = pin!(notify.notified());
         match next {
             None => notified.await,
-            Some(next) => {
-                let end = clock.instant_of(clock.wake_tick(next));
-                interval.reset_at(wake_at(end, Instant::now()));
-                wait(notified, &mut interval).await;
-            }
+            Some(next) => match wake_at(&clock, next, Instant::now()) {
+                Some(at) => {
+                    interval.reset_at(at);
+                    wait(notified, &mut interval).await;
+                }
+                // Due already: turn again once the tasks just woken have run.
+                None => tokio::task::yield_now().await,
+            },
         }
     }
 }
@@ -1172,6 +1184,27 @@ mod tests {
         assert!(clock.instant_of(MAX_TICK) > origin);
         let coarse = Clock::new(origin, Duration::MAX, 1);
         assert_eq!(coarse.tick_at(far), 1);
+    }
+
+    #[test]
+    fn the_driver_asks_tokio_for_the_millisecond_before_a_ticks_end_or_turns_again() {
+        let origin = Instant::now();
+        let us = |n: u64| origin + Duration::from_micros(n);
+        // 10 ms ticks of four 2.5 ms wheel ticks: wheel tick 2 ends at 5 ms, in the
+        // configured tick that ends at 10 ms; Tokio's millisecond before that end
+        // starts within (9, 10] ms, which `end - 999_999 ns` rounds to.
+        let clock = Clock::new(origin, Duration::from_millis(10), 4);
+        let before_end = us(10_000) - Duration::from_nanos(999_999);
+        assert_eq!(wake_at(&clock, 2, us(1_000)), Some(before_end));
+        assert_eq!(wake_at(&clock, 4, us(4_999)), Some(before_end));
+        // That millisecond has begun: ask for now, which Tokio rounds to the next.
+        assert_eq!(
+            wake_at(&clock, 4, us(9_500)),
+            Some(us(9_500) + Duration::from_nanos(1))
+        );
+        // The tick has ended while the turn ran: turn again, do not wait.
+        assert_eq!(wake_at(&clock, 2, us(5_000)), None);
+        assert_eq!(wake_at(&clock, 4, us(10_001)), None);
     }
 
     #[test]
