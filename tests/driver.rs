@@ -133,9 +133,10 @@ async fn advance_and_settle(d: Duration) {
 #[tokio::test(start_paused = true)]
 async fn a_tick_ending_between_tokios_milliseconds_fires_once_the_clock_passes_its_end() {
     let timer = a_timer_half_a_millisecond_into_its_runtime().await;
-    let mut sleep = registered_sleep(&timer, 1000).await; // the end of tick 1: 1.5 ms in
-                                                          // The runtime wakes (for whatever reason) 1.6 ms in: 0.1 ms past the tick's end,
-                                                          // before Tokio's next whole millisecond.
+    // Due at the end of tick 1, 1.5 ms into the runtime.
+    let mut sleep = registered_sleep(&timer, 1000).await;
+    // The runtime wakes (for whatever reason) 1.6 ms in: 0.1 ms past the tick's end,
+    // before Tokio's next whole millisecond.
     advance_and_settle(Duration::from_micros(1100)).await;
     assert!(sleep.is_woken(), "not woken 0.1 ms after its tick ended");
     assert!(sleep.poll().is_ready());
