@@ -82,16 +82,19 @@ const RETAIN: usize = 4096;
 /// tick that has ended: with quarter ticks, a timer whose deadline came early in the
 /// configured tick fires at the first wakeup after it, as a Tokio sleep with that
 /// deadline would, instead of waiting for the whole tick to end. The driver still
-/// wakes for configured ticks only ([`Clock::wake_tick`]), so this costs no wakeups;
-/// it costs 4 × `wheel_size` list heads (16 KiB for the default 1024) per wheel.
-/// Measured on the expiry workload (1 ms tick): p50 lateness 1.19–1.36 → 0.90–0.95
-/// ms, p99 2.26–2.48 → 1.63–1.79 ms, tokio's own 1.12–1.14 and 2.17–2.33.
+/// asks Tokio to wake it for configured ticks only ([`Clock::wake_tick`]); the one
+/// wakeup finer ticks add is a turn right after another that outlasted the next
+/// wheel tick ([`wake_at`]). It costs 4 × `wheel_size` list heads (16 KiB for the
+/// default 1024) per wheel. Measured on the expiry workload (1 ms tick), before that
+/// second turn existed: p50 lateness 1.19–1.36 → 0.90–0.95 ms, p99 2.26–2.48 →
+/// 1.63–1.79 ms, tokio's own 1.12–1.14 and 2.17–2.33.
 const WHEEL_TICKS_PER_TICK: usize = 4;
 
 /// Maps instants to wheel ticks and back.
 ///
-/// Wheel tick `k` ends at `origin + k * tick / WHEEL_TICKS_PER_TICK`; below, "tick"
-/// without "configured" means a wheel tick.
+/// Wheel tick `k` ends at `origin + k * tick / per_tick` (`per_tick` is
+/// [`WHEEL_TICKS_PER_TICK`], or fewer for the largest wheels); below, "tick" without
+/// "configured" means a wheel tick.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Clock {
     origin: Instant,
