@@ -4,26 +4,58 @@
 //! twice: with no handle (`schedule_detached_at`, the match for a spawned task whose
 //! `JoinHandle` is dropped) and through a `Scheduled` handle that is then detached.
 //!
+//! A criterion benchmark of a [`Reported`] figure: each sample is one whole run (about
+//! 1.3 s), ten samples per peer, so criterion warns that it cannot fit ten samples in
+//! its target time; that is expected. The ratios are printed at the end.
+//!
 //! `cargo bench -p wheel-timer-benches --bench callbacks`
 
-use wheel_timer_benches::workloads::{callbacks, Callbacks};
+use std::time::Duration;
 
-fn main() {
-    if std::env::args().any(|a| a == "--list") {
-        return;
+use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
+use wheel_timer_benches::workloads::{callbacks, Callbacks};
+use wheel_timer_benches::{Means, Reported};
+
+fn bench(c: &mut Criterion<Reported>) {
+    let mut means = Means::default();
+    let mut group = c.benchmark_group("callbacks");
+    group.sampling_mode(SamplingMode::Flat);
+    for (name, how) in [
+        ("wheel-timer schedule_detached", Callbacks::Detached),
+        ("wheel-timer schedule + detach", Callbacks::Handles),
+        ("tokio task + sleep each", Callbacks::TokioTasks),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|runs| means.add(name, (0..runs).map(|_| callbacks(how))))
+        });
     }
-    let detached = callbacks(Callbacks::Detached);
-    let handles = callbacks(Callbacks::Handles);
-    let theirs = callbacks(Callbacks::TokioTasks);
-    println!("callbacks: 1000000 spread over 1 s, CPU ns per callback (all threads)");
-    println!("| peer                            | CPU ns/callback |");
-    println!("|---------------------------------|-----------------|");
-    println!("| wheel-timer schedule_detached   | {detached:>15.0} |");
-    println!("| wheel-timer schedule + detach() | {handles:>15.0} |");
-    println!("| tokio task + sleep per callback | {theirs:>15.0} |");
-    println!(
-        "ratio: {:.1}x cheaper detached, {:.1}x with handles",
-        theirs / detached,
-        theirs / handles
-    );
+    group.finish();
+    if let (Some(detached), Some(handles), Some(theirs)) = (
+        means.get("wheel-timer schedule_detached"),
+        means.get("wheel-timer schedule + detach"),
+        means.get("tokio task + sleep each"),
+    ) {
+        println!(
+            "callbacks, CPU ns each, mean of every run above: detached {detached:.0}, with \
+             handles {handles:.0}, tokio {theirs:.0}; tokio ÷ ours: {:.1}× detached, {:.1}× \
+             with handles",
+            theirs / detached,
+            theirs / handles
+        );
+    }
 }
+
+fn config() -> Criterion<Reported> {
+    Criterion::default()
+        .with_measurement(Reported::new("ns CPU"))
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(1))
+        .measurement_time(Duration::from_secs(10))
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = bench
+}
+criterion_main!(benches);

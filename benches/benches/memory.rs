@@ -2,32 +2,69 @@
 //! plus what the timer allocates for it (counted by a wrapping global allocator), for
 //! wheel-timer and tokio::time.
 //!
+//! A criterion benchmark of a [`Reported`] figure (bytes per sleep), ten runs each; the
+//! figure does not vary from run to run, so criterion's interval is a point. The split
+//! into the future's size and the timer's heap is printed at the end.
+//!
 //! `cargo bench -p wheel-timer-benches --bench memory`
 
-use wheel_timer_benches::workloads::{memory, Counting, Peer};
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
+use wheel_timer_benches::workloads::{memory, Counting, Memory, Peer};
+use wheel_timer_benches::Reported;
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
-fn main() {
-    if std::env::args().any(|a| a == "--list") {
-        return; // `cargo bench -- --list` and `cargo test --benches` probe bench binaries
+fn bench(c: &mut Criterion<Reported>) {
+    let mut last: Vec<(Peer, Memory)> = Vec::new();
+    let mut group = c.benchmark_group("memory");
+    group.sampling_mode(SamplingMode::Flat);
+    for peer in [Peer::Wheel, Peer::Tokio] {
+        group.bench_function(peer.name(), |b| {
+            b.iter_custom(|runs| {
+                (0..runs)
+                    .map(|_| {
+                        let m = memory(peer);
+                        last.push((peer, m));
+                        m.total
+                    })
+                    .sum()
+            })
+        });
     }
-    println!("memory: bytes per pending registered sleep at 1000000 pending");
+    group.finish();
     println!("| peer        | size_of future | timer heap per sleep | total per sleep |");
     println!("|-------------|----------------|----------------------|-----------------|");
     for peer in [Peer::Wheel, Peer::Tokio] {
-        let m = memory(peer);
-        println!(
-            "| {:<11} | {:>14} | {:>20.1} | {:>15.1} |",
-            peer.name(),
-            m.size_of,
-            m.heap,
-            m.total
-        );
+        if let Some((_, m)) = last.iter().rev().find(|(p, _)| *p == peer) {
+            println!(
+                "| {:<11} | {:>14} | {:>20.1} | {:>15.1} |",
+                peer.name(),
+                m.size_of,
+                m.heap,
+                m.total
+            );
+        }
     }
     println!(
         "(totals: ours held by value in a Vec, so size_of + heap; tokio's boxed to pin them, \
          so the Vec's pointer + the box + heap)"
     );
 }
+
+fn config() -> Criterion<Reported> {
+    Criterion::default()
+        .with_measurement(Reported::new("B/sleep"))
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(1))
+        .measurement_time(Duration::from_secs(5))
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = bench
+}
+criterion_main!(benches);

@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
+pub mod reported;
 pub mod workloads;
+
+pub use reported::Reported;
 
 /// CPU time used by every thread of this process so far (from /proc, in ns).
 ///
@@ -49,4 +52,52 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     }
     let i = ((sorted.len() - 1) as f64 * p).round() as usize;
     sorted[i]
+}
+
+/// Every figure the runs of [`Reported`] benchmarks produced, by benchmark, for the
+/// summary printed after criterion's report (criterion does not compare one benchmark
+/// with another, and the targets are ratios).
+#[derive(Debug, Default)]
+pub struct Means {
+    runs: std::collections::HashMap<&'static str, Vec<f64>>,
+}
+
+impl Means {
+    /// Records the figures of some runs of `name`; returns their sum, which is what
+    /// `iter_custom` returns for that many iterations.
+    pub fn add(&mut self, name: &'static str, figures: impl IntoIterator<Item = f64>) -> f64 {
+        let runs = self.runs.entry(name).or_default();
+        let before = runs.len();
+        runs.extend(figures);
+        runs[before..].iter().sum()
+    }
+
+    /// The mean figure of `name`'s runs; `None` if it did not run (filtered out).
+    pub fn get(&self, name: &str) -> Option<f64> {
+        let runs = self.runs.get(name).filter(|runs| !runs.is_empty())?;
+        Some(runs.iter().sum::<f64>() / runs.len() as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn means_sum_each_batch_and_average_all_runs() {
+        let mut means = Means::default();
+        assert_eq!(means.add("a", [1.0, 2.0]), 3.0);
+        assert_eq!(means.add("a", [6.0]), 6.0);
+        assert_eq!(means.get("a"), Some(3.0));
+        assert_eq!(means.get("b"), None);
+    }
+
+    #[test]
+    fn percentiles_pick_the_nearest_rank() {
+        let ms = |n| Duration::from_millis(n);
+        let sorted: Vec<_> = (0..=100).map(ms).collect();
+        assert_eq!(percentile(&sorted, 0.0), ms(0));
+        assert_eq!(percentile(&sorted, 0.99), ms(99));
+        assert_eq!(percentile(&[], 0.5), Duration::ZERO);
+    }
 }
