@@ -3,6 +3,8 @@
 //! against the usual Tokio idiom: a task per callback that sleeps, then runs it. Ours
 //! twice: with no handle (`schedule_detached_at`, the match for a spawned task whose
 //! `JoinHandle` is dropped) and through a `Scheduled` handle that is then detached.
+//! And the floor: what this design pays per callback before any wheel work, each part
+//! measured alone (see `workloads::CallbacksFloor`).
 //!
 //! A criterion benchmark of a [`Reported`] figure: each sample is one whole run (about
 //! 1.3 s), ten samples per peer, so criterion warns that it cannot fit ten samples in
@@ -13,8 +15,11 @@
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
-use wheel_timer_benches::workloads::{callbacks, Callbacks};
+use wheel_timer_benches::workloads::{callbacks, callbacks_floor, Callbacks};
 use wheel_timer_benches::{Means, Reported};
+
+/// The parts of a run this design cannot avoid (`workloads::CallbacksFloor`).
+const FLOOR: &str = "floor: harness + new memory + wakeups + lock + deadline";
 
 fn bench(c: &mut Criterion<Reported>) {
     let mut means = Means::default();
@@ -29,7 +34,17 @@ fn bench(c: &mut Criterion<Reported>) {
             b.iter_custom(|runs| means.add(name, (0..runs).map(|_| callbacks(how))))
         });
     }
+    group.bench_function(FLOOR, |b| {
+        b.iter_custom(|runs| means.add(FLOOR, (0..runs).map(|_| callbacks_floor().total_ns())))
+    });
     group.finish();
+    if let Some(floor) = means.get(FLOOR) {
+        println!(
+            "callbacks floor (the workload's own loop, 64 B of new memory per callback, a \
+             second of 1 ms wakeups, a lock round trip and an atomic add, a deadline's \
+             conversion), mean: {floor:.0} CPU ns"
+        );
+    }
     if let (Some(detached), Some(handles), Some(theirs)) = (
         means.get("wheel-timer schedule_detached"),
         means.get("wheel-timer schedule + detach"),

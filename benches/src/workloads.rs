@@ -320,6 +320,96 @@ pub fn idle(with_timer: bool) -> (f64, u64) {
     (cpu, wakeups() - before_wakeups)
 }
 
+/// The parts of a *callbacks* run that this design cannot avoid, measured alone, per
+/// callback: what is left for the timer's own work once they are paid.
+#[derive(Debug, Clone, Copy)]
+pub struct CallbacksFloor {
+    /// The workload's own loop: an `Arc` clone, the deadline's arithmetic, running the
+    /// closure (at once, here) and dropping it.
+    pub harness_ns: f64,
+    /// Storage for 1 000 000 pending callbacks: one 64-byte entry each (the size of ours)
+    /// pushed onto a growing `Vec`, as the wheel's slab grows, then read back and freed.
+    /// Mostly page faults: the memory is new to the process.
+    pub memory_ns: f64,
+    /// A second of 1 ms wakeups (a Tokio `interval`, on the same kind of runtime),
+    /// shared by the 1 000 000 callbacks spread over that second.
+    pub wakeups_ns: f64,
+    /// An uncontended lock round trip and an atomic add (the pending count).
+    pub sync_ns: f64,
+    /// A deadline `Instant` turned into nanoseconds since an origin, as scheduling does.
+    pub deadline_ns: f64,
+}
+
+impl CallbacksFloor {
+    /// All of them.
+    pub fn total_ns(&self) -> f64 {
+        self.harness_ns + self.memory_ns + self.wakeups_ns + self.sync_ns + self.deadline_ns
+    }
+}
+
+/// Measures [`CallbacksFloor`] (about 1.1 s).
+pub fn callbacks_floor() -> CallbacksFloor {
+    use std::hint::black_box;
+    const N: u32 = 1_000_000;
+    let per = |ns: u64| ns as f64 / f64::from(N);
+    let rt = multi_thread();
+    rt.block_on(async {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let before = cpu_ns();
+        let start = Instant::now();
+        for i in 0..N {
+            let ran = ran.clone();
+            let at = start + SECOND * i / N;
+            let callback = move || {
+                ran.fetch_add(1, Ordering::Relaxed);
+            };
+            black_box(at);
+            callback();
+        }
+        assert_eq!(ran.load(Ordering::Relaxed), N as usize);
+        let harness_ns = per(cpu_ns() - before);
+
+        let before = cpu_ns();
+        let mut entries: Vec<[u64; 8]> = Vec::new();
+        for i in 0..u64::from(N) {
+            entries.push([i; 8]);
+        }
+        black_box(entries.iter().map(|e| e[7]).sum::<u64>());
+        drop(entries);
+        let memory_ns = per(cpu_ns() - before);
+
+        let before = cpu_ns();
+        let mut ticks = tokio::time::interval(Duration::from_millis(1));
+        for _ in 0..1000 {
+            ticks.tick().await;
+        }
+        let wakeups_ns = per(cpu_ns() - before);
+
+        let (lock, count) = (Mutex::new(0u32), AtomicUsize::new(0));
+        let before = std::time::Instant::now();
+        for i in 0..N {
+            count.fetch_add(1, Ordering::SeqCst);
+            *black_box(&lock).lock().unwrap() = i;
+        }
+        let sync_ns = per(before.elapsed().as_nanos() as u64);
+
+        let origin = Instant::now();
+        let deadlines: Vec<Instant> = (0..N).map(|i| start + SECOND * i / N).collect();
+        let before = std::time::Instant::now();
+        for &at in &deadlines {
+            black_box(black_box(at).saturating_duration_since(origin).as_nanos());
+        }
+        let deadline_ns = per(before.elapsed().as_nanos() as u64);
+        CallbacksFloor {
+            harness_ns,
+            memory_ns,
+            wakeups_ns,
+            sync_ns,
+            deadline_ns,
+        }
+    })
+}
+
 /// How the *callbacks* workload schedules each callback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Callbacks {

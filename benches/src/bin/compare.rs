@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use wheel_timer_benches::percentile;
 use wheel_timer_benches::workloads::{
-    callbacks, churn, churn_floor, churn_mt, expiry, idle, memory, Callbacks, Counting, Peer,
+    callbacks, callbacks_floor, churn, churn_floor, churn_mt, expiry, idle, memory, Callbacks,
+    Counting, Peer,
 };
 
 #[global_allocator]
@@ -90,6 +91,19 @@ fn main() {
         "| callbacks, CPU ns each: schedule_detached (schedule + handle) | {detached:.0} ({handles:.0}) | {tokio:.0} (task + sleep each) | | {:.1}× ({:.1}×) |",
         tokio / detached,
         tokio / handles
+    );
+
+    let floor = callbacks_floor();
+    println!(
+        "| callbacks floor: harness + 64 B of new memory + 1 ms wakeups + lock & count + deadline | {:.0} ({:.0} + {:.0} + {:.0} + {:.0} + {:.0}) | | 14× tokio = {:.0} | {:.1}× |",
+        floor.total_ns(),
+        floor.harness_ns,
+        floor.memory_ns,
+        floor.wakeups_ns,
+        floor.sync_ns,
+        floor.deadline_ns,
+        tokio / 14.0,
+        tokio / floor.total_ns()
     );
 
     let (alone, _) = idle(false);
