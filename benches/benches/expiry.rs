@@ -3,7 +3,7 @@
 //! tokio::time. A wheel-timer sleep that wakes early fails the run.
 //!
 //! A criterion benchmark of a [`Reported`] figure, each run's p99 lateness in ms (the
-//! target is "p99 no worse than tokio's"): each sample is one whole run (about 1.3 s),
+//! target is "p99 no worse than tokio's"): each sample is one whole run (about 1.6 s),
 //! ten samples each, so criterion warns that it cannot fit ten samples in its target
 //! time; that is expected. Then it prints min/p50/p99/max over all the runs' sleeps
 //! together and writes an SVG of both distributions to

@@ -156,9 +156,12 @@ pub fn churn_mt(peer: Option<Peer>, per_task: u32) -> f64 {
     })
 }
 
+/// The time *expiry* gives itself to spawn its sleeps before the first deadline.
+const HEAD_START: Duration = Duration::from_millis(500);
+
 /// *expiry*: 200 000 sleeps with deadlines spread evenly over 1 s (timer tick 1 ms) on
 /// two workers; each one's lateness (wake instant minus deadline), sorted. Panics if a
-/// `Wheel` sleep woke early.
+/// `Wheel` sleep woke early, or if spawning the sleeps outlasted the head start.
 pub fn expiry(peer: Peer) -> Vec<Duration> {
     const SLEEPS: u32 = 200_000;
     let rt = multi_thread();
@@ -169,7 +172,10 @@ pub fn expiry(peer: Peer) -> Vec<Duration> {
             .unwrap();
         let lateness = Arc::new(Mutex::new(Vec::with_capacity(SLEEPS as usize)));
         let early = Arc::new(AtomicUsize::new(0));
-        let start = Instant::now() + Duration::from_millis(200); // time to spawn them all
+        // Time to spawn them all first: 160–300 ms on an AMD EPYC host of the CI kind,
+        // so the 200 ms this was once let the first deadlines pass before their sleeps
+        // existed, which measured the spawning, not the timers.
+        let start = Instant::now() + HEAD_START;
         let mut tasks = tokio::task::JoinSet::new();
         for i in 0..SLEEPS {
             let deadline = start + SECOND * i / SLEEPS;
@@ -189,6 +195,10 @@ pub fn expiry(peer: Peer) -> Vec<Duration> {
                     .push(now.saturating_duration_since(deadline));
             });
         }
+        assert!(
+            Instant::now() < start,
+            "spawning the sleeps outlasted the head start of {HEAD_START:?}"
+        );
         while tasks.join_next().await.is_some() {}
         if peer == Peer::Wheel {
             assert_eq!(early.load(Ordering::Relaxed), 0, "wheel-timer woke early");
