@@ -60,17 +60,9 @@ fn bench(c: &mut Criterion<Reported>) {
     }
 }
 
-fn config() -> Criterion<Reported> {
-    Criterion::default()
-        .with_measurement(Reported::new("ns CPU"))
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(1))
-        .measurement_time(Duration::from_secs(10))
-}
-
 criterion_group! {
     name = benches;
-    config = config();
+    config = Reported::criterion("ns CPU", Duration::from_secs(10));
     targets = bench
 }
 criterion_main!(benches);

@@ -105,17 +105,9 @@ fn bench(c: &mut Criterion<Reported>) {
     println!("wrote {}", dir.join("expiry-lateness.svg").display());
 }
 
-fn config() -> Criterion<Reported> {
-    Criterion::default()
-        .with_measurement(Reported::new("ms p99"))
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(1))
-        .measurement_time(Duration::from_secs(10))
-}
-
 criterion_group! {
     name = benches;
-    config = config();
+    config = Reported::criterion("ms p99", Duration::from_secs(10));
     targets = bench
 }
 criterion_main!(benches);

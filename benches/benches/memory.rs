@@ -54,17 +54,9 @@ fn bench(c: &mut Criterion<Reported>) {
     );
 }
 
-fn config() -> Criterion<Reported> {
-    Criterion::default()
-        .with_measurement(Reported::new("B/sleep"))
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(1))
-        .measurement_time(Duration::from_secs(5))
-}
-
 criterion_group! {
     name = benches;
-    config = config();
+    config = Reported::criterion("B/sleep", Duration::from_secs(5));
     targets = bench
 }
 criterion_main!(benches);

@@ -1,7 +1,9 @@
 //! [`Reported`]: a criterion measurement of a figure the workload reports itself.
 
+use std::time::Duration;
+
 use criterion::measurement::{Measurement, ValueFormatter};
-use criterion::Throughput;
+use criterion::{Criterion, Throughput};
 
 /// A criterion [`Measurement`] whose values the workload computes and hands back through
 /// `Bencher::iter_custom`: CPU ns per callback, bytes per sleep, ms of lateness.
@@ -23,6 +25,19 @@ impl Reported {
     /// Figures in `unit` (shown after every value, e.g. `"ns CPU"`).
     pub const fn new(unit: &'static str) -> Reported {
         Reported { unit }
+    }
+
+    /// The configuration every `Reported` bench file uses: figures in `unit`, ten
+    /// samples, the least warm-up (one run), and `measurement_time` about ten runs'
+    /// time, so that each sample is one whole run. Set `SamplingMode::Flat` on the
+    /// group too (criterion has it per group only): the linear mode would make the
+    /// later samples ten runs long.
+    pub fn criterion(unit: &'static str, measurement_time: Duration) -> Criterion<Reported> {
+        Criterion::default()
+            .with_measurement(Reported::new(unit))
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(1))
+            .measurement_time(measurement_time)
     }
 }
 
