@@ -330,6 +330,30 @@ pub fn idle(with_timer: bool) -> (f64, u64) {
     (cpu, wakeups() - before_wakeups)
 }
 
+/// How many callbacks the *callbacks* workload schedules.
+const CALLBACKS: u32 = 1_000_000;
+
+/// Deadline `i` of the *callbacks* workload's [`CALLBACKS`], spread evenly over the
+/// second from `start`.
+fn callback_deadline(start: Instant, i: u32) -> Instant {
+    start + SECOND * i / CALLBACKS
+}
+
+/// The *callbacks* workload's callbacks with their deadlines: each counts itself into
+/// `ran` when run. The floor runs the very same loop as the workload.
+fn counted_callbacks(
+    start: Instant,
+    ran: &Arc<AtomicUsize>,
+) -> impl Iterator<Item = (Instant, impl FnOnce() + Send + 'static)> + '_ {
+    (0..CALLBACKS).map(move |i| {
+        let ran = ran.clone();
+        let callback = move || {
+            ran.fetch_add(1, Ordering::Relaxed);
+        };
+        (callback_deadline(start, i), callback)
+    })
+}
+
 /// The parts of a *callbacks* run that this design cannot avoid, measured alone, per
 /// callback: what is left for the timer's own work once they are paid.
 #[derive(Debug, Clone, Copy)]
@@ -360,19 +384,13 @@ impl CallbacksFloor {
 /// Measures [`CallbacksFloor`] (about 1.1 s).
 pub fn callbacks_floor() -> CallbacksFloor {
     use std::hint::black_box;
-    const N: u32 = 1_000_000;
+    const N: u32 = CALLBACKS;
     let per = |ns: u64| ns as f64 / f64::from(N);
     let rt = multi_thread();
     rt.block_on(async {
         let ran = Arc::new(AtomicUsize::new(0));
         let before = cpu_ns();
-        let start = Instant::now();
-        for i in 0..N {
-            let ran = ran.clone();
-            let at = start + SECOND * i / N;
-            let callback = move || {
-                ran.fetch_add(1, Ordering::Relaxed);
-            };
+        for (at, callback) in counted_callbacks(Instant::now(), &ran) {
             black_box(at);
             callback();
         }
@@ -404,7 +422,7 @@ pub fn callbacks_floor() -> CallbacksFloor {
         let sync_ns = per(before.elapsed().as_nanos() as u64);
 
         let origin = Instant::now();
-        let deadlines: Vec<Instant> = (0..N).map(|i| start + SECOND * i / N).collect();
+        let deadlines: Vec<Instant> = (0..N).map(|i| callback_deadline(origin, i)).collect();
         let before = std::time::Instant::now();
         for &at in &deadlines {
             black_box(black_box(at).saturating_duration_since(origin).as_nanos());
@@ -435,7 +453,7 @@ pub enum Callbacks {
 /// *callbacks*: 1 000 000 callbacks spread over 1 s (tick 1 ms), all fired; CPU ns per
 /// callback, all threads. Callbacks run inline on the tick task.
 pub fn callbacks(how: Callbacks) -> f64 {
-    const N: u32 = 1_000_000;
+    const N: u32 = CALLBACKS;
     let rt = multi_thread();
     rt.block_on(async move {
         let timer = Timer::builder()
@@ -444,13 +462,7 @@ pub fn callbacks(how: Callbacks) -> f64 {
             .unwrap();
         let ran = Arc::new(AtomicUsize::new(0));
         let before = cpu_ns();
-        let start = Instant::now();
-        for i in 0..N {
-            let ran = ran.clone();
-            let at = start + SECOND * i / N;
-            let callback = move || {
-                ran.fetch_add(1, Ordering::Relaxed);
-            };
+        for (at, callback) in counted_callbacks(Instant::now(), &ran) {
             match how {
                 Callbacks::Detached => timer.schedule_detached_at(at, callback).unwrap(),
                 Callbacks::Handles => timer.schedule_at(at, callback).unwrap().detach(),
