@@ -2,7 +2,7 @@
 //! plus what the timer allocates for it (counted by a wrapping global allocator), for
 //! wheel-timer and tokio::time.
 //!
-//! A criterion benchmark of a [`Reported`] figure (bytes per sleep), ten runs each; the
+//! A criterion benchmark of a [`Reported`] figure (bytes per sleep), ten samples each; the
 //! figure does not vary from run to run, so criterion's interval is a point. The split
 //! into the future's size and the timer's heap is printed at the end.
 //!
