@@ -326,6 +326,7 @@ struct Counters {
     fired: StdAtomicU64,
     panics: StdAtomicU64,
     rejections: StdAtomicU64,
+    stranded: StdAtomicU64,
 }
 
 /// What every handle of one timer shares: the sharded wheel, the clock, and the way to
@@ -661,6 +662,9 @@ impl Shared {
 
     /// A callback's handle was detached: keep the timer alive until no callback is
     /// pending, since that one has nothing else keeping it.
+    ///
+    /// Once shut down (or the driver lost) nothing will run it, so it keeps nothing
+    /// alive: `shutdown` returns it, or the last handle's drop drops it.
     pub(crate) fn detach(self: &Arc<Self>) {
         // Lock-free when the timer already keeps itself alive, as it does while any
         // detached callback is pending: `callbacks_gone` clears the flag before it
@@ -673,7 +677,10 @@ impl Shared {
         // Checked under the keep-alive lock, under which `callbacks_gone` re-reads the
         // count before releasing: either it sees our callback counted, or we see the
         // keep-alive gone and set it again.
-        if self.callbacks.load(Ordering::SeqCst) > 0 && keep_alive.is_none() {
+        // `driver_lost` sets the shutdown flag before it takes this lock to release the
+        // keep-alive, so either it releases what we set, or we see the flag.
+        if self.callbacks.load(Ordering::SeqCst) > 0 && keep_alive.is_none() && !self.is_shutdown()
+        {
             *keep_alive = Some(self.clone());
             self.kept_alive.store(true, Ordering::SeqCst);
         }
@@ -734,6 +741,7 @@ impl Shared {
             fired: self.counters.fired.load(Ordering::Relaxed),
             callback_panics: self.counters.panics.load(Ordering::Relaxed),
             executor_rejections: self.counters.rejections.load(Ordering::Relaxed),
+            stranded_callbacks: self.counters.stranded.load(Ordering::Relaxed),
         }
     }
 
@@ -803,7 +811,9 @@ impl Shared {
     }
 
     /// The driver's runtime dropped it: complete every future (nothing would ever wake
-    /// them), refuse new callbacks, and keep pending ones for `shutdown` to return.
+    /// them), refuse new callbacks, and keep pending ones for `shutdown` to return,
+    /// counted as stranded. Detached ones no longer keep the timer alive: nothing can
+    /// run them now, so the last handle's drop drops them rather than leak them.
     fn driver_lost(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
         let mut wakers = Vec::new();
@@ -812,9 +822,20 @@ impl Shared {
             wakers.extend(lock(&shard.wheels).futures.drain());
             shard.elapsed.store(u64::MAX, Ordering::Release);
         }
+        let stranded = self.callbacks.load(Ordering::SeqCst);
+        self.counters
+            .stranded
+            .fetch_add(stranded as u64, Ordering::Relaxed);
+        let release = {
+            let mut keep_alive = lock(&self.keep_alive);
+            self.kept_alive.store(false, Ordering::SeqCst);
+            keep_alive.take()
+        };
         for waker in wakers {
             waker.wake();
         }
+        // Dropped last, after the lock: it may be the last reference.
+        drop(release);
     }
 
     /// Waits until the driver task has ended.
@@ -950,17 +971,10 @@ impl Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        // The last handle is gone: let the driver see that and end.
+        // The last handle is gone: let the driver see that and end. Callbacks still in
+        // the wheel are dropped with it, unrun: only possible once the driver was lost,
+        // and counted then in `Stats::stranded_callbacks`.
         self.notify.notify_one();
-        let callbacks = self.callbacks.load(Ordering::SeqCst);
-        if callbacks > 0 {
-            // Only reachable when the driver's runtime shut down first and nobody called
-            // shutdown() to collect them; say so rather than lose them silently.
-            eprintln!(
-                "wheel-timer: dropping {callbacks} pending callbacks: the timer's runtime \
-                 shut down and no handle was left to call Timer::shutdown()"
-            );
-        }
     }
 }
 
@@ -996,17 +1010,18 @@ pub(crate) fn start(
         })?
     };
     let shared = Shared::new(config, Some(runtime.clone()));
-    runtime.spawn(run(
-        Arc::downgrade(&shared),
-        shared.notify.clone(),
-        interval,
-    ));
+    // The guard is made here and moved into the task, not made by the task's body:
+    // a runtime dropped before it first polls the task still drops the guard.
+    let guard = DriverGuard {
+        shared: Arc::downgrade(&shared),
+    };
+    runtime.spawn(run(guard, shared.notify.clone(), interval));
     Ok(shared)
 }
 
 /// Marks the driver stopped when its task ends, and completes every pending future if
-/// the task is dropped before it ends by itself (its runtime shut down), so that no
-/// task elsewhere waits forever.
+/// the task is dropped before it ends by itself (its runtime shut down, perhaps before
+/// ever running it), so that no task elsewhere waits forever.
 struct DriverGuard {
     shared: Weak<Shared>,
 }
@@ -1050,10 +1065,8 @@ fn wake_at(clock: &Clock, next: u64, now: Instant) -> Option<Instant> {
 }
 
 /// The driver task.
-async fn run(weak: Weak<Shared>, notify: Arc<Notify>, mut interval: Interval) {
-    let _guard = DriverGuard {
-        shared: weak.clone(),
-    };
+async fn run(guard: DriverGuard, notify: Arc<Notify>, mut interval: Interval) {
+    let weak = guard.shared.clone();
     let mut expired = Vec::new();
     loop {
         let Some(shared) = weak.upgrade() else { return };

@@ -59,6 +59,10 @@ pub struct Stats {
     /// runtime shutting down under `Spawn`/`Blocking`) dropped without running; each
     /// ran on the tick task instead.
     pub executor_rejections: u64,
+    /// Callbacks that were pending when the driver's runtime shut down under the
+    /// timer. Nothing can run them any more: [`Timer::shutdown`] returns them (to run
+    /// or drop), and if every handle is dropped first they are dropped unrun.
+    pub stranded_callbacks: u64,
 }
 
 impl Timer {

@@ -449,6 +449,45 @@ async fn detached_callbacks_keep_the_driver_alive() {
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
+/// A detached callback holds its timer alive; once the driver's runtime is gone
+/// nothing can run it, and dropping the last handle must drop it (not leak it, nor
+/// the timer). Until then `shutdown` can still return it, and `Stats` counts it.
+#[test]
+fn a_detached_callback_is_dropped_not_leaked_when_its_runtime_goes_away() {
+    for driver_ran in [false, true] {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let timer = Timer::builder()
+            .tick(TICK)
+            .build_on(runtime.handle())
+            .unwrap();
+        if driver_ran {
+            runtime.block_on(tokio::task::yield_now());
+        }
+        let probe = Arc::new(());
+        let captured = probe.clone();
+        timer
+            .schedule_detached(Duration::from_secs(3600), move || drop(captured))
+            .unwrap();
+        drop(runtime);
+        assert!(timer.is_shutdown(), "driver_ran: {driver_ran}");
+        assert_eq!(
+            timer.stats().stranded_callbacks,
+            1,
+            "driver_ran: {driver_ran}"
+        );
+        assert_eq!(Arc::strong_count(&probe), 2, "kept for shutdown to return");
+        drop(timer);
+        assert_eq!(
+            Arc::strong_count(&probe),
+            1,
+            "driver_ran: {driver_ran}: the closure leaked with its timer"
+        );
+    }
+}
+
 /// Cancel racing expiry on another thread: exactly one of "cancel returned true" and
 /// "the callback ran" happens, for every callback.
 #[test]

@@ -333,3 +333,32 @@ fn a_runtime_shut_down_under_a_live_timer_completes_its_sleeps() {
     // Later futures complete at once rather than hang.
     futures::executor::block_on(timer.sleep(Duration::from_secs(3600)));
 }
+
+/// The driver task is spawned but its runtime is dropped before polling it: the
+/// timer must still learn that its driver is gone, so nothing waits on it for ever.
+#[test]
+fn a_runtime_dropped_before_the_driver_ever_ran_leaves_nothing_hanging() {
+    let never_ran = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let timer = Timer::builder()
+        .tick(TICK)
+        .build_on(never_ran.handle())
+        .unwrap();
+    drop(never_ran); // a current-thread runtime polls nothing until block_on
+    assert!(timer.is_shutdown());
+    let other = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    other.block_on(async {
+        let done = tokio::time::timeout(Duration::from_secs(10), async {
+            timer.sleep(Duration::from_millis(20)).await;
+            timer.shutdown().await
+        });
+        let unfired = done.await.expect("a sleep or shutdown hung");
+        assert!(unfired.is_empty());
+    });
+    assert_eq!(timer.schedule(TICK, || {}).unwrap_err(), Error::Shutdown);
+}
