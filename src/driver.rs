@@ -276,11 +276,6 @@ const _: () = assert!(crate::builder::MAX_SHARDS <= 1 << SHARD_BITS);
 pub(crate) struct Wheels {
     futures: Wheel<Waker>,
     callbacks: Wheel<Task>,
-    /// The id the next callback scheduled in this shard gets.
-    next_id: u64,
-    /// Ids of the callbacks shutdown took out unrun, sorted: how a `Scheduled` tells
-    /// "returned by shutdown" from "expired" once its entry is gone. Empty until then.
-    unfired: Vec<u64>,
 }
 
 impl Wheels {
@@ -288,8 +283,6 @@ impl Wheels {
         Wheels {
             futures: Wheel::new(slots),
             callbacks: Wheel::new(slots),
-            next_id: 0,
-            unfired: Vec::new(),
         }
     }
 
@@ -509,8 +502,9 @@ impl Shared {
         }
     }
 
-    /// Registers a callback due at its deadline; returns where it is and its id.
-    pub(crate) fn schedule(&self, mut task: Task) -> Result<(Registration, u64), Error> {
+    /// Registers a callback due at its deadline; returns where it is and the tick it
+    /// is due at, which together name it (see [`wheel`](crate::wheel)).
+    pub(crate) fn schedule(&self, task: Task) -> Result<(Registration, u64), Error> {
         let tick = self.clock.tick_at_offset(task.deadline());
         if self.callbacks.fetch_add(1, Ordering::SeqCst) >= self.max_pending {
             self.callback_gone();
@@ -527,16 +521,13 @@ impl Shared {
             self.callback_gone();
             return Err(Error::Shutdown);
         }
-        let id = wheels.next_id;
-        wheels.next_id += 1;
-        task.set_id(id);
         // Due already: run on the next tick rather than on the caller's stack.
-        let tick = tick.max(wheels.callbacks.elapsed() + 1);
+        let tick = tick.max(wheels.callbacks.first_open_tick()).min(MAX_TICK);
         match wheels.callbacks.insert(tick, task) {
             Ok(key) => {
                 drop(wheels);
                 self.notify_if_earlier(tick);
-                Ok((Registration { shard: index, key }, id))
+                Ok((Registration { shard: index, key }, tick))
             }
             Err((task, _)) => {
                 drop(wheels);
@@ -549,11 +540,11 @@ impl Shared {
         }
     }
 
-    /// Replaces the waker of `reg` unless it would wake the same task. Returns `false`
-    /// if the entry has fired.
-    pub(crate) fn update_waker(&self, reg: Registration, waker: &Waker) -> bool {
+    /// Replaces the waker of `reg`, due at `tick`, unless it would wake the same task.
+    /// Returns `false` if the entry has fired.
+    pub(crate) fn update_waker(&self, reg: Registration, tick: u64, waker: &Waker) -> bool {
         let mut wheels = lock(&self.shard(reg).wheels);
-        match wheels.futures.get_mut(reg.key) {
+        match wheels.futures.get_mut(reg.key, tick) {
             Some(stored) => {
                 if !stored.will_wake(waker) {
                     let old = std::mem::replace(stored, waker.clone());
@@ -566,37 +557,33 @@ impl Shared {
         }
     }
 
-    /// Removes a future's entry, due at the deadline `offset`, if it is still pending.
-    pub(crate) fn cancel(&self, reg: Registration, offset: i64) {
+    /// Removes a future's entry, due at `tick`, if it is still pending.
+    pub(crate) fn cancel(&self, reg: Registration, tick: u64) {
         let mut wheels = lock(&self.shard(reg).wheels);
-        // Under the lock, an entry whose tick is not processed yet is still there, so
-        // the key is not stale: the generation is a second guard, not the only one.
-        if self.clock.is_processed(offset, wheels.futures.elapsed()) {
-            return;
-        }
-        let removed = wheels.futures.remove(reg.key);
+        let removed = wheels.futures.remove(reg.key, tick);
         let released = wheels.futures.release_if_empty(RETAIN);
         drop(wheels);
         // Dropped here, after the lock: dropping a waker can run arbitrary code.
         drop((removed, released));
     }
 
-    /// Removes the callback `id` if it is still pending, setting `cancelled` under the
-    /// lock. Returns whether it was pending: exactly one of this returning `true` and the
-    /// driver taking the callback out can happen, as both take it out of the wheel
-    /// under the shard's lock.
+    /// Removes the callback at `reg`, due at `tick`, if it is still pending, setting
+    /// `cancelled` under the lock. Returns whether it was pending: exactly one of this
+    /// returning `true` and the driver taking the callback out can happen, as both take
+    /// it out of the wheel under the shard's lock.
     pub(crate) fn cancel_callback(
         &self,
         reg: Registration,
-        id: u64,
+        tick: u64,
         cancelled: &AtomicBool,
     ) -> bool {
         let mut wheels = lock(&self.shard(reg).wheels);
-        // The id, not only the key's generation, says the entry is this very callback.
-        let Some(removed) = wheels
-            .callbacks
-            .remove_if(reg.key, |stored| stored.id() == id)
-        else {
+        // Read under the lock that set it: a handle that removed its entry itself no
+        // longer names it, and must not reach whatever entry has its key now.
+        if cancelled.load(Ordering::Acquire) {
+            return false;
+        }
+        let Some(removed) = wheels.callbacks.remove(reg.key, tick) else {
             return false;
         };
         cancelled.store(true, Ordering::Release);
@@ -608,23 +595,22 @@ impl Shared {
         true
     }
 
-    /// Where the callback `id` is, decided under the lock its entry moves under.
+    /// Where the callback at `reg`, due at `tick`, is, decided under the lock its entry
+    /// moves under.
     pub(crate) fn callback_state(
         &self,
         reg: Registration,
-        id: u64,
+        tick: u64,
         cancelled: &AtomicBool,
     ) -> CallbackState {
         let wheels = lock(&self.shard(reg).wheels);
         if cancelled.load(Ordering::Acquire) {
             CallbackState::Cancelled
-        } else if wheels
-            .callbacks
-            .value(reg.key)
-            .is_some_and(|t| t.id() == id)
-        {
+        } else if wheels.callbacks.contains(reg.key, tick) {
             CallbackState::Scheduled
-        } else if wheels.unfired.binary_search(&id).is_ok() {
+        } else if tick > wheels.callbacks.elapsed() {
+            // Gone, not cancelled, its tick not processed: only shutdown takes out an
+            // entry so (and the wheel's ticks stop there).
             CallbackState::Unfired
         } else {
             CallbackState::Expired
@@ -686,19 +672,21 @@ impl Shared {
         }
     }
 
-    /// Whether the future's entry `reg` is still in the wheel.
-    pub(crate) fn is_pending(&self, reg: Registration) -> bool {
-        lock(&self.shard(reg).wheels).futures.contains(reg.key)
+    /// Whether the future's entry `reg`, due at `tick`, is still in the wheel.
+    pub(crate) fn is_pending(&self, reg: Registration, tick: u64) -> bool {
+        lock(&self.shard(reg).wheels)
+            .futures
+            .contains(reg.key, tick)
     }
 
-    /// Moves `reg` to `tick`. Returns `false` (and wakes the entry's task) when the
-    /// entry has already fired or `tick` has already been processed.
-    pub(crate) fn reschedule(&self, reg: Registration, tick: u64) -> bool {
+    /// Moves `reg` from `tick` to `to`. Returns `false` (and wakes the entry's task)
+    /// when the entry has already fired or `to` has already been processed.
+    pub(crate) fn reschedule(&self, reg: Registration, tick: u64, to: u64) -> bool {
         let mut wheels = lock(&self.shard(reg).wheels);
-        match wheels.futures.reschedule(reg.key, tick) {
+        match wheels.futures.reschedule(reg.key, tick, to) {
             Ok(()) => {
                 drop(wheels);
-                self.notify_if_earlier(tick);
+                self.notify_if_earlier(to);
                 true
             }
             Err(fired) => {
@@ -786,12 +774,7 @@ impl Shared {
         for shard in self.shards.iter() {
             let mut wheels = lock(&shard.wheels);
             wakers.extend(wheels.futures.drain());
-            let wheels = &mut *wheels;
-            for task in wheels.callbacks.drain() {
-                wheels.unfired.push(task.id());
-                unfired.push(self.unfired(task));
-            }
-            wheels.unfired.sort_unstable();
+            unfired.extend(wheels.callbacks.drain().map(|task| self.unfired(task)));
             shard.elapsed.store(u64::MAX, Ordering::Release);
         }
         let rejected = std::mem::take(&mut *lock(&self.rejected));

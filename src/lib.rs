@@ -80,7 +80,8 @@
 //! * `wheel.rs` — the data structure alone, no clock, no locks, no async: entries in a
 //!   `slab::Slab`, each slot an intrusive list linked by slab index, entries stamped with
 //!   their absolute due tick (so long deadlines simply wait out extra revolutions), a
-//!   generation in every key so stale keys are inert, and an occupancy bitmap to find
+//!   generation in every key, which with the entry's tick makes stale keys inert (the
+//!   generation alone wraps), and an occupancy bitmap to find
 //!   the next non-empty slot. Tick and generation share one word, so a future's entry
 //!   is 32 bytes. Tested against a `BTreeMap` model with proptest and cargo-fuzz.
 //! * `driver.rs` — the locks and the tick task: one shard per core, each two wheels
@@ -101,10 +102,10 @@
 //! * `sleep.rs`, `timeout.rs`, `interval.rs` — the futures; [`Sleep`] is the only one
 //!   that talks to the driver. It is 24 bytes: an anchor, the deadline as nanoseconds
 //!   from the timer's origin, and its registration and state packed in one word.
-//! * `scheduled.rs` — callbacks: one `Task` per callback (closure, deadline, id), owned
+//! * `scheduled.rs` — callbacks: one `Task` per callback (closure, deadline), owned
 //!   by its wheel entry and moved out once, under the lock, by the driver, `cancel` or
 //!   shutdown; the `Scheduled` handle shares nothing with it and reads the callback's
-//!   state from the wheel by key and id. The `Job` wrapper sends a callback an executor
+//!   state from the wheel by key and tick. The `Job` wrapper sends a callback an executor
 //!   dropped back to the tick task.
 //! * `inline_fn.rs` — the crate's only `unsafe` code: a `FnOnce` stored in three words
 //!   in place when it fits (else boxed), so that scheduling a callback allocates
@@ -125,8 +126,10 @@ mod sleep;
 mod sync;
 mod timeout;
 mod timer;
+#[cfg(test)]
+mod timer_model;
 mod wheel;
-#[cfg(any(test, feature = "fuzzing"))]
+#[cfg(any(test, fuzzing))]
 mod wheel_model;
 
 use std::future::IntoFuture;
@@ -142,9 +145,9 @@ pub use timeout::Timeout;
 pub use timer::{Stats, Timer};
 pub use tokio::time::{Instant, MissedTickBehavior};
 
-/// Entry point for `fuzz/fuzz_targets/wheel.rs`; only with the `fuzzing` feature, which
-/// is not part of the public API.
-#[cfg(feature = "fuzzing")]
+/// Entry point for `fuzz/fuzz_targets/wheel.rs`; only under `cfg(fuzzing)`, which
+/// cargo-fuzz sets, and not part of the public API.
+#[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod fuzzing {
     /// Decodes `data` into wheel operations and checks them against the model; panics on

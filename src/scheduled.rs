@@ -4,18 +4,16 @@
 //! # Implementation
 //!
 //! A callback is a `Task` holding its closure (in place, with no allocation, when it
-//! fits in three words: see `inline_fn`), its deadline and an id, owned by its wheel
+//! fits in three words: see `inline_fn`) and its deadline, owned by its wheel
 //! entry and moved out of it exactly once, under the wheel's lock: by the driver (the
 //! closure then runs), by [`Scheduled::cancel`] (it is dropped), or by shutdown (it
 //! becomes an [`Unfired`]). That lock is why "cancel returned `true`" and "the
 //! callback ran" can never both happen, nor neither.
 //!
 //! The [`Scheduled`] handle shares nothing with the entry: it names it by its
-//! registration and id, and learns the callback's state from the wheel, under the same
-//! lock. (An `Arc` shared by entry and handle cost an allocation, two reference-count
-//! writes and a lock around the closure per callback; see the *callbacks* benchmark
-//! in the README.) The id, unique per shard, guards against a key whose entry left
-//! and whose slab index was reused until its 20-bit generation wrapped.
+//! registration and the tick it is due at (which, unlike the key's generation, no
+//! later entry can share with it: see [`wheel`](crate::wheel)), and learns the
+//! callback's state from the wheel, under the same lock.
 
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -28,25 +26,15 @@ use crate::driver::{Anchor, CallbackState, Registration, Shared};
 use crate::inline_fn::InlineFn;
 use crate::sync::AtomicBool;
 
-/// A callback in the wheel: its closure, deadline and id, with the closure in place
+/// A callback in the wheel: its closure and deadline, with the closure in place
 /// when it fits in three words (see [`InlineFn`]).
 pub(crate) struct Task {
-    id: u64,
     /// The deadline, as an offset from the timer's origin (`Clock::offset_of`).
     deadline: i64,
     f: InlineFn,
 }
 
 impl Task {
-    /// Unique within its shard, set under the shard's lock when it is scheduled.
-    pub(crate) fn id(&self) -> u64 {
-        self.id
-    }
-
-    pub(crate) fn set_id(&mut self, id: u64) {
-        self.id = id;
-    }
-
     /// The deadline, as an offset from the timer's origin (`Clock::offset_of`).
     pub(crate) fn deadline(&self) -> i64 {
         self.deadline
@@ -61,7 +49,6 @@ impl Task {
 impl fmt::Debug for Task {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Task")
-            .field("id", &self.id)
             .field("deadline", &self.deadline)
             .finish_non_exhaustive()
     }
@@ -70,7 +57,6 @@ impl fmt::Debug for Task {
 /// A callback due at the deadline `offset` (see `Clock::offset_of`).
 pub(crate) fn task<F: FnOnce() + Send + 'static>(offset: i64, f: F) -> Task {
     Task {
-        id: 0,
         deadline: offset,
         f: InlineFn::new(f),
     }
@@ -160,7 +146,8 @@ pub struct Scheduled {
 struct Handle {
     anchor: Arc<Anchor>,
     reg: Registration,
-    id: u64,
+    /// The tick the entry is due at: with `reg`, what names it.
+    tick: u64,
     /// As in the task (see `Clock::offset_of`): 8 bytes rather than an `Instant`'s 16.
     deadline: i64,
     /// Set, under the shard's lock, by the `cancel` that took the entry out.
@@ -168,12 +155,17 @@ struct Handle {
 }
 
 impl Scheduled {
-    pub(crate) fn new(anchor: Arc<Anchor>, reg: Registration, id: u64, deadline: i64) -> Scheduled {
+    pub(crate) fn new(
+        anchor: Arc<Anchor>,
+        reg: Registration,
+        tick: u64,
+        deadline: i64,
+    ) -> Scheduled {
         Scheduled {
             inner: Some(Handle {
                 anchor,
                 reg,
-                id,
+                tick,
                 deadline,
                 cancelled: AtomicBool::new(false),
             }),
@@ -228,13 +220,13 @@ impl Handle {
     fn cancel(&self) -> bool {
         self.anchor
             .shared
-            .cancel_callback(self.reg, self.id, &self.cancelled)
+            .cancel_callback(self.reg, self.tick, &self.cancelled)
     }
 
     fn state(&self) -> CallbackState {
         self.anchor
             .shared
-            .callback_state(self.reg, self.id, &self.cancelled)
+            .callback_state(self.reg, self.tick, &self.cancelled)
     }
 }
 
@@ -319,11 +311,11 @@ mod tests {
 
     #[test]
     fn a_callback_is_small_in_its_entry_and_in_its_handle() {
-        // Closure (up to three words in place), deadline, id and the closure's vtable.
-        assert_eq!(std::mem::size_of::<Task>(), 48);
+        // Closure (up to three words in place), deadline and the closure's vtable.
+        assert_eq!(std::mem::size_of::<Task>(), 40);
         // With the wheel's links and tick: what a pending callback costs, with no
         // heap allocation for a closure of up to three words.
-        assert_eq!(std::mem::size_of::<crate::wheel::Entry<Task>>(), 64);
+        assert_eq!(std::mem::size_of::<crate::wheel::Entry<Task>>(), 56);
         assert_eq!(std::mem::size_of::<Scheduled>(), 40);
     }
 }

@@ -146,7 +146,8 @@ impl Sleep {
             State::Idle => false,
             State::Elapsed => true,
             State::Registered(reg) => {
-                self.shared().has_fired(reg, self.deadline) || !self.shared().is_pending(reg)
+                self.shared().has_fired(reg, self.deadline)
+                    || !self.shared().is_pending(reg, self.tick())
             }
         }
     }
@@ -157,12 +158,14 @@ impl Sleep {
     /// allocation); one that had fired becomes pending again. A deadline that has
     /// already passed completes it on the next poll, at the latest on the next tick.
     pub fn reset(&mut self, deadline: Instant) {
-        self.deadline = self.shared().clock.offset_of(deadline);
+        // The entry, if any, is named by the tick of the deadline it was placed at.
         let tick = self.tick();
+        self.deadline = self.shared().clock.offset_of(deadline);
+        let to = self.tick();
         let state = match self.state() {
             State::Idle | State::Elapsed => State::Idle,
             State::Registered(reg) => {
-                if self.shared().reschedule(reg, tick) {
+                if self.shared().reschedule(reg, tick, to) {
                     State::Registered(reg)
                 } else {
                     // Fired already, or the new deadline has passed: register afresh on
@@ -193,7 +196,9 @@ impl Future for Sleep {
                 Registered::Due => State::Elapsed,
             },
             State::Registered(reg) => {
-                if shared.has_fired(reg, this.deadline) || !shared.update_waker(reg, cx.waker()) {
+                if shared.has_fired(reg, this.deadline)
+                    || !shared.update_waker(reg, this.tick(), cx.waker())
+                {
                     State::Elapsed
                 } else {
                     return Poll::Pending;
@@ -212,7 +217,7 @@ impl Drop for Sleep {
     fn drop(&mut self) {
         if let State::Registered(reg) = self.state() {
             if !self.shared().has_fired(reg, self.deadline) {
-                self.shared().cancel(reg, self.deadline);
+                self.shared().cancel(reg, self.tick());
             }
         }
     }

@@ -260,8 +260,8 @@ impl Timer {
     {
         let shared = self.shared();
         let offset = shared.clock.offset_of(deadline);
-        let (reg, id) = shared.schedule(scheduled::task(offset, f))?;
-        Ok(Scheduled::new(self.anchor(), reg, id, offset))
+        let (reg, tick) = shared.schedule(scheduled::task(offset, f))?;
+        Ok(Scheduled::new(self.anchor(), reg, tick, offset))
     }
 
     /// Runs `f` once, `delay` from now, with no handle: as

@@ -15,13 +15,18 @@
 //! instead; an absolute tick needs no decrementing and cannot be wrong after a missed
 //! revolution).
 //!
-//! A [`Key`] pairs the slab index with a generation stamped on the entry at insert, so
-//! a key kept after its entry fired, or was removed, can never reach the entry that
-//! later reuses the same index. The generation is 20 bits, packed with the 44-bit tick
-//! into one word so that an entry is 32 bytes: a stale key could only match again
-//! after a million further inserts into its shard *and* the one that lands on its
-//! index; the driver never relies on that alone (a future checks, under the lock,
-//! that its tick has not been processed, and a callback that it is still pending).
+//! # Stale keys
+//!
+//! A [`Key`] pairs the slab index with a generation stamped on the entry at insert.
+//! The generation alone does not make a stale key inert: it is 20 bits (packed with
+//! the 44-bit tick into one word, so that an entry is 32 bytes) and wraps after a
+//! million inserts. So every operation on an entry names it by its key *and* the tick
+//! it is due at, and acts only if both match. The holder of a key whose entry was
+//! handed out by [`Wheel::advance`] has a tick that is processed, and no live entry
+//! has a processed tick (inserts at a tick [`Wheel::advance`] has started on are
+//! refused), so such a key matches nothing, however often its index and generation
+//! come round. A holder that removes its entry itself forgets the key, as the driver
+//! does; the wheel cannot tell that key from a new one.
 //!
 //! A bitmap with one bit per slot says which slots are non-empty, so the driver finds
 //! the next slot worth waking for with a few `trailing_zeros`, and a catch-up after a
@@ -40,6 +45,15 @@ const NIL: u32 = u32::MAX;
 /// occupied one), instead of 48.
 const GENERATION_BITS: u32 = 20;
 const GENERATION_MASK: u32 = (1 << GENERATION_BITS) - 1;
+
+/// The largest generation handed out before wrapping to 1. Tests and the fuzz target
+/// wrap after three inserts, so that stale keys whose index and generation both
+/// match a live entry are common there, not one in a million.
+const GENERATION_MAX: u32 = if cfg!(any(test, fuzzing)) {
+    3
+} else {
+    GENERATION_MASK
+};
 
 /// The largest tick an entry may have (2^44 - 1: 557 years of 1 ms ticks). Deadlines
 /// beyond it saturate to it, so `tick + slots` arithmetic can never overflow.
@@ -130,7 +144,11 @@ pub(crate) struct Wheel<T> {
     mask: u64,
     /// Every tick `<= elapsed` has been processed: no entry has `tick <= elapsed`.
     elapsed: u64,
-    /// Stamped on the next inserted entry: `1..=GENERATION_MASK`, wrapping.
+    /// Whether [`advance`](Wheel::advance) stopped partway through tick `elapsed + 1`
+    /// (its budget ran out): that tick takes no new entries, so that no new entry can
+    /// share a tick with one already handed out (see the module docs).
+    in_progress: bool,
+    /// Stamped on the next inserted entry: `1..=GENERATION_MAX`, wrapping.
     generation: u32,
 }
 
@@ -144,6 +162,7 @@ impl<T> Wheel<T> {
             occupied: vec![0; slots.div_ceil(64)].into_boxed_slice(),
             mask: slots as u64 - 1,
             elapsed: 0,
+            in_progress: false,
             generation: 1,
         }
     }
@@ -151,6 +170,12 @@ impl<T> Wheel<T> {
     /// The last processed tick.
     pub(crate) fn elapsed(&self) -> u64 {
         self.elapsed
+    }
+
+    /// The first tick [`insert`](Wheel::insert) accepts: `elapsed() + 1`, or the tick
+    /// after that while `elapsed() + 1` is partly handed out.
+    pub(crate) fn first_open_tick(&self) -> u64 {
+        self.elapsed + 1 + u64::from(self.in_progress)
     }
 
     /// Number of entries present.
@@ -167,10 +192,10 @@ impl<T> Wheel<T> {
     ///
     /// # Errors
     ///
-    /// [`InsertError::Elapsed`] if `tick <= self.elapsed()`: the caller fires it itself.
-    /// [`InsertError::Full`] if the wheel holds [`MAX_ENTRIES`] entries.
+    /// [`InsertError::Elapsed`] if `tick < self.first_open_tick()`: the caller fires it
+    /// itself. [`InsertError::Full`] if the wheel holds [`MAX_ENTRIES`] entries.
     pub(crate) fn insert(&mut self, tick: u64, value: T) -> Result<Key, (T, InsertError)> {
-        if tick <= self.elapsed {
+        if tick < self.first_open_tick() {
             return Err((value, InsertError::Elapsed));
         }
         if self.entries.len() >= MAX_ENTRIES {
@@ -178,7 +203,7 @@ impl<T> Wheel<T> {
         }
         let tick = tick.min(MAX_TICK);
         let generation = self.generation;
-        self.generation = if generation == GENERATION_MASK {
+        self.generation = if generation == GENERATION_MAX {
             1
         } else {
             generation + 1
@@ -193,48 +218,39 @@ impl<T> Wheel<T> {
         Ok(Key { index, generation })
     }
 
-    /// Removes the entry `key` names and returns its value, or `None` if it is gone
-    /// (fired or removed before).
-    pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
-        self.remove_if(key, |_| true)
-    }
-
-    /// [`remove`](Wheel::remove), but only if `keep_out` approves the entry's value.
-    pub(crate) fn remove_if(&mut self, key: Key, keep_out: impl FnOnce(&T) -> bool) -> Option<T> {
-        if !keep_out(&self.get(key)?.value) {
-            return None;
-        }
+    /// Removes the entry `key` names, due at `tick`, and returns its value; `None` if
+    /// it is gone (handed out or removed before). Below, "the entry `key` names at
+    /// `tick`" means one present with that key and that tick (see the module docs).
+    pub(crate) fn remove(&mut self, key: Key, tick: u64) -> Option<T> {
+        self.get(key, tick)?;
         self.unlink(key.index);
         Some(self.entries.remove(key.index as usize).value)
     }
 
-    /// The value of the entry `key` names, if it is still present.
-    pub(crate) fn value(&self, key: Key) -> Option<&T> {
-        Some(&self.get(key)?.value)
-    }
-
-    /// The value of the entry `key` names, if it is still present.
-    pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut T> {
-        self.get(key)?;
+    /// The value of the entry `key` names at `tick`, if it is present.
+    pub(crate) fn get_mut(&mut self, key: Key, tick: u64) -> Option<&mut T> {
+        self.get(key, tick)?;
         Some(&mut self.entries[key.index as usize].value)
     }
 
-    /// Whether `key` names an entry still present.
-    pub(crate) fn contains(&self, key: Key) -> bool {
-        self.get(key).is_some()
+    /// Whether `key` names an entry present at `tick`.
+    pub(crate) fn contains(&self, key: Key, tick: u64) -> bool {
+        self.get(key, tick).is_some()
     }
 
-    /// Moves the entry `key` names to `tick`, keeping its key and value: the cheap
-    /// way to push back an idle deadline.
+    /// Moves the entry `key` names at `tick` to `to`, keeping its key and value: the
+    /// cheap way to push back an idle deadline. From then on it is named at `to`.
     ///
     /// # Errors
     ///
-    /// `Err(None)` if the key is stale; `Err(Some(value))` with the entry removed if
-    /// `tick` has already been processed (the caller fires it).
-    pub(crate) fn reschedule(&mut self, key: Key, tick: u64) -> Result<(), Option<T>> {
-        let current = self.get(key).ok_or(None)?.tick();
-        if tick <= self.elapsed {
-            return Err(self.remove(key));
+    /// `Err(None)` if the key names nothing at `tick`; `Err(Some(value))` with the
+    /// entry removed if `to` is before [`first_open_tick`](Wheel::first_open_tick)
+    /// (the caller fires it).
+    pub(crate) fn reschedule(&mut self, key: Key, tick: u64, to: u64) -> Result<(), Option<T>> {
+        self.get(key, tick).ok_or(None)?;
+        let (current, tick) = (tick.min(MAX_TICK), to);
+        if tick < self.first_open_tick() {
+            return Err(self.remove(key, current));
         }
         let tick = tick.min(MAX_TICK);
         if (current ^ tick) & self.mask == 0 {
@@ -287,18 +303,22 @@ impl<T> Wheel<T> {
             if !emptied {
                 // Stopped inside the slot: what is left of it is due at `tick` (a
                 // catch-up within a revolution) or later, and every tick before it
-                // mapped to a slot visited above.
+                // mapped to a slot visited above. Whether `tick` itself has handed
+                // anything out or not, it takes no new entries until done.
                 self.elapsed = tick - 1;
+                self.in_progress = true;
                 return false;
             }
             from = tick + 1;
             if budget == 0 && tick < end {
                 // Every tick in (elapsed, tick] mapped to a slot visited above.
                 self.elapsed = tick;
+                self.in_progress = false;
                 return false;
             }
         }
         self.elapsed = to;
+        self.in_progress = false;
         true
     }
 
@@ -346,10 +366,12 @@ impl<T> Wheel<T> {
         true
     }
 
-    fn get(&self, key: Key) -> Option<&Entry<T>> {
+    /// The entry `key` names at `tick` (saturated as [`insert`](Wheel::insert) does).
+    fn get(&self, key: Key, tick: u64) -> Option<&Entry<T>> {
+        let packed = pack(tick.min(MAX_TICK), key.generation);
         self.entries
             .get(key.index as usize)
-            .filter(|entry| entry.generation() == key.generation)
+            .filter(|entry| entry.packed == packed)
     }
 
     fn link(&mut self, index: u32) {
@@ -466,24 +488,62 @@ mod tests {
     fn stale_keys_touch_nothing() {
         let mut wheel = Wheel::new(4);
         let a = wheel.insert(1, 1).unwrap();
-        assert_eq!(wheel.remove(a), Some(1));
+        assert_eq!(wheel.remove(a, 1), Some(1));
         let b = wheel.insert(1, 2).unwrap();
         assert_eq!(a.index, b.index, "slab reuses the index");
-        assert_eq!(wheel.remove(a), None);
-        assert_eq!(wheel.get_mut(a), None);
-        assert_eq!(wheel.reschedule(a, 3), Err(None));
-        assert_eq!(wheel.remove(b), Some(2));
+        assert_ne!(a, b, "with a new generation");
+        assert_eq!(wheel.remove(a, 1), None);
+        assert_eq!(wheel.get_mut(a, 1), None);
+        assert_eq!(wheel.reschedule(a, 1, 3), Err(None));
+        assert_eq!(wheel.remove(b, 2), None, "the wrong tick names nothing");
+        assert_eq!(wheel.remove(b, 1), Some(2));
+    }
+
+    /// The key of an entry that fired, kept while its index and generation come round
+    /// again (every three inserts in tests), never names the entry that gets them.
+    #[test]
+    fn a_fired_key_never_names_the_entry_that_reuses_its_index_and_generation() {
+        let mut wheel = Wheel::new(4);
+        let fired = wheel.insert(1, 0).unwrap();
+        assert_eq!(collect(&mut wheel, 1), vec![0]);
+        let mut matched = 0;
+        for value in 1..=3 * GENERATION_MAX {
+            let key = wheel.insert(1 + u64::from(value), value).unwrap();
+            matched += u32::from(key == fired);
+            assert_eq!(wheel.get_mut(fired, 1), None);
+            assert!(!wheel.contains(fired, 1));
+            assert_eq!(wheel.reschedule(fired, 1, 50), Err(None));
+            assert_eq!(wheel.remove(fired, 1), None);
+            assert_eq!(wheel.remove(key, 1 + u64::from(value)), Some(value));
+        }
+        assert_eq!(matched, 3, "the same index and generation came round");
+    }
+
+    #[test]
+    fn a_tick_partly_handed_out_takes_no_new_entries() {
+        let mut wheel = Wheel::new(4);
+        for v in 0..3 {
+            wheel.insert(2, v).unwrap();
+        }
+        assert!(!wheel.advance(2, 1, drop));
+        assert_eq!((wheel.elapsed(), wheel.first_open_tick()), (1, 3));
+        assert_eq!(wheel.insert(2, 9), Err((9, InsertError::Elapsed)));
+        let key = wheel.insert(3, 9).unwrap();
+        assert_eq!(collect(&mut wheel, 2).len(), 2);
+        assert_eq!(wheel.first_open_tick(), 3);
+        assert_eq!(wheel.remove(key, 3), Some(9));
     }
 
     #[test]
     fn reschedule_moves_between_slots_and_fires_elapsed() {
         let mut wheel = Wheel::new(4);
         let a = wheel.insert(1, 1).unwrap();
-        wheel.reschedule(a, 3).unwrap();
+        wheel.reschedule(a, 1, 3).unwrap();
+        assert_eq!(wheel.reschedule(a, 1, 4), Err(None), "now named at 3");
         assert_eq!(collect(&mut wheel, 2), Vec::<u32>::new());
-        wheel.reschedule(a, 7).unwrap(); // same slot, later revolution
+        wheel.reschedule(a, 3, 7).unwrap(); // same slot, later revolution
         assert_eq!(collect(&mut wheel, 3), Vec::<u32>::new());
-        assert_eq!(wheel.reschedule(a, 3), Err(Some(1)));
+        assert_eq!(wheel.reschedule(a, 7, 3), Err(Some(1)));
         assert_eq!(wheel.len(), 0);
     }
 
@@ -524,7 +584,7 @@ mod tests {
         let keys: Vec<Key> = (0..100).map(|v| wheel.insert(5, v).unwrap()).collect();
         assert!(wheel.release_if_empty(10).is_none(), "not empty");
         for &k in &keys[1..] {
-            wheel.remove(k);
+            wheel.remove(k, 5);
         }
         collect(&mut wheel, 5);
         assert!(
@@ -533,8 +593,8 @@ mod tests {
         );
         assert!(wheel.release_if_empty(10).is_some());
         let fresh = wheel.insert(6, 7).unwrap();
-        assert!(keys.iter().all(|&k| wheel.remove(k).is_none()));
-        assert_eq!(wheel.remove(fresh), Some(7));
+        assert!(keys.iter().all(|&k| wheel.remove(k, 5).is_none()));
+        assert_eq!(wheel.remove(fresh, 6), Some(7));
     }
 
     #[test]
@@ -554,16 +614,21 @@ mod tests {
     #[test]
     fn generations_wrap_past_zero_and_keys_round_trip() {
         let mut wheel = Wheel::new(4);
-        wheel.generation = GENERATION_MASK;
-        let a = wheel.insert(MAX_TICK, 1).unwrap();
+        wheel.generation = GENERATION_MAX;
+        let a = wheel.insert(u64::MAX, 1).unwrap();
         let b = wheel.insert(3, 2).unwrap();
-        assert_eq!((a.generation, b.generation), (GENERATION_MASK, 1));
+        assert_eq!((a.generation, b.generation), (GENERATION_MAX, 1));
         assert_eq!(Key::from_bits(a.to_bits()), a);
-        assert!(a.to_bits() < 1 << KEY_BITS);
-        assert_eq!(wheel.get(a).map(Entry::tick), Some(MAX_TICK));
-        assert_eq!(wheel.remove(b), Some(2));
-        assert_eq!(wheel.remove(b), None);
-        assert_eq!(wheel.remove(a), Some(1));
+        let widest = Key {
+            index: u32::MAX - 1,
+            generation: GENERATION_MASK,
+        };
+        assert_eq!(Key::from_bits(widest.to_bits()), widest);
+        assert!(widest.to_bits() < 1 << KEY_BITS);
+        assert_eq!(wheel.get(a, u64::MAX).map(Entry::tick), Some(MAX_TICK));
+        assert_eq!(wheel.remove(b, 3), Some(2));
+        assert_eq!(wheel.remove(b, 3), None);
+        assert_eq!(wheel.remove(a, MAX_TICK), Some(1));
     }
 
     #[test]

@@ -2,8 +2,15 @@
 //! reschedule / advance sequences, huge ticks included. Every entry comes out exactly
 //! once, never before its tick; `len` and `next_expiration` agree with the model.
 //!
+//! The model holds keys as the driver does: with the tick it last placed each at,
+//! keeping those whose entries were handed out (they must stay inert, and under
+//! `cfg(test)` generations wrap every three inserts, so their index and generation
+//! soon name another entry) and forgetting those it removed itself. An advance may
+//! stop partway (a small `limit`), and other operations then run on the wheel as the
+//! driver's registrations do between its turns.
+//!
 //! Driven by proptest here (`cargo test --lib wheel_model`) and by cargo-fuzz through
-//! [`fuzz`] (`fuzz/fuzz_targets/wheel.rs`, feature `fuzzing`).
+//! [`fuzz`] (`fuzz/fuzz_targets/wheel.rs`, under the `cfg(fuzzing)` cargo-fuzz sets).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -15,11 +22,12 @@ pub(crate) enum Op {
     Insert(u64),
     /// Insert at an absolute, possibly huge, tick.
     InsertAbsolute(u64),
-    /// Remove the n-th key ever handed out (live, fired or removed).
+    /// Remove with the n-th key held (live or handed out).
     Remove(usize),
-    /// Move the n-th key to `elapsed + delta`.
+    /// Move the n-th key held to `elapsed + delta`.
     Reschedule(usize, u64),
-    /// Advance by `delta` ticks, handing out at most `limit` per call (resumed until done).
+    /// One call advancing by `delta` ticks, handing out at most `limit`; it may stop
+    /// partway, even inside a tick.
     Advance(u64, usize),
 }
 
@@ -27,7 +35,8 @@ pub(crate) enum Op {
 fn op() -> impl proptest::strategy::Strategy<Value = Op> {
     use proptest::prelude::*;
     prop_oneof![
-        4 => (0u64..80).prop_map(Op::Insert),
+        // Near ticks often: the tick an advance stopped inside is one ahead.
+        4 => prop_oneof![0u64..3, 0u64..80].prop_map(Op::Insert),
         1 => prop_oneof![Just(u64::MAX), Just(MAX_TICK), Just(MAX_TICK - 1), 1u64 << 40..1u64 << 50]
             .prop_map(Op::InsertAbsolute),
         2 => any::<usize>().prop_map(Op::Remove),
@@ -41,7 +50,8 @@ struct Model {
     wheel: Wheel<u32>,
     /// Live entries: value -> (key, tick).
     live: BTreeMap<u32, (Key, u64)>,
-    keys: Vec<Key>,
+    /// Keys held, with the tick each names its entry at; `None` once removed.
+    keys: Vec<Option<(Key, u64)>>,
     fired: HashSet<u32>,
     next_value: u32,
 }
@@ -60,88 +70,107 @@ impl Model {
     fn insert(&mut self, tick: u64) {
         let value = self.next_value;
         self.next_value += 1;
+        let open = self.wheel.first_open_tick();
         match self.wheel.insert(tick, value) {
             Ok(key) => {
-                assert!(tick > self.wheel.elapsed());
-                self.live.insert(value, (key, tick.min(MAX_TICK)));
-                self.keys.push(key);
+                assert!(tick >= open);
+                let tick = tick.min(MAX_TICK);
+                self.live.insert(value, (key, tick));
+                self.keys.push(Some((key, tick)));
             }
             Err((v, InsertError::Elapsed)) => {
                 assert_eq!(v, value);
-                assert!(tick <= self.wheel.elapsed());
+                assert!(tick < open);
             }
             Err((_, InsertError::Full)) => unreachable!("tiny test wheel"),
         }
     }
 
-    fn live_value(&self, key: Key) -> Option<u32> {
+    /// The live entry the wheel holds under `key` at `tick`, if any.
+    fn live_value(&self, (key, tick): (Key, u64)) -> Option<u32> {
         self.live
             .iter()
-            .find(|(_, (k, _))| *k == key)
+            .find(|(_, &held)| held == (key, tick))
             .map(|(v, _)| *v)
     }
 
+    /// The n-th key held, if any is.
+    fn held(&self, n: usize) -> Option<(usize, (Key, u64))> {
+        let n = n % self.keys.len().max(1);
+        Some((n, (*self.keys.get(n)?)?))
+    }
+
     fn remove(&mut self, n: usize) {
-        let Some(&key) = self.keys.get(n % self.keys.len().max(1)) else {
+        let Some((n, (key, tick))) = self.held(n) else {
             return;
         };
-        let expected = self.live_value(key);
+        let expected = self.live_value((key, tick));
         assert_eq!(
-            self.wheel.remove(key),
+            self.wheel.remove(key, tick),
             expected,
             "a key removes its own entry or nothing"
         );
         if let Some(v) = expected {
             self.live.remove(&v);
+            self.keys[n] = None;
         }
     }
 
     fn reschedule(&mut self, n: usize, delta: u64) {
-        let Some(&key) = self.keys.get(n % self.keys.len().max(1)) else {
+        let Some((n, (key, tick))) = self.held(n) else {
             return;
         };
-        let tick = self.wheel.elapsed() + delta;
-        match (self.live_value(key), self.wheel.reschedule(key, tick)) {
+        let to = self.wheel.elapsed() + delta;
+        let open = self.wheel.first_open_tick();
+        match (
+            self.live_value((key, tick)),
+            self.wheel.reschedule(key, tick, to),
+        ) {
             (Some(v), Ok(())) => {
-                assert!(delta > 0);
-                self.live.get_mut(&v).unwrap().1 = tick;
+                assert!(to >= open);
+                self.live.get_mut(&v).unwrap().1 = to;
+                self.keys[n] = Some((key, to));
             }
             (Some(v), Err(Some(out))) => {
-                assert_eq!(delta, 0, "only an elapsed tick hands the entry back");
+                assert!(to < open, "only an elapsed tick hands the entry back");
                 assert_eq!(out, v);
                 self.live.remove(&v);
+                self.keys[n] = None;
             }
             (None, Err(None)) => {}
             (live, result) => panic!("live {live:?} but reschedule gave {result:?}"),
         }
     }
 
-    fn advance(&mut self, delta: u64, limit: usize) {
-        let to = self.wheel.elapsed() + delta;
-        loop {
-            let mut out = Vec::new();
-            let done = self.wheel.advance(to, limit, |v| out.push(v));
-            for v in out {
-                let (_, tick) = self
-                    .live
-                    .remove(&v)
-                    .expect("handed out once, and only live entries");
-                assert!(
-                    tick <= to,
-                    "entry due at {tick} handed out advancing to {to}"
-                );
-                assert!(self.fired.insert(v));
-            }
-            if done {
-                break;
-            }
+    /// One call to `advance`; returns whether it got to `elapsed + delta`.
+    fn advance(&mut self, delta: u64, limit: usize) -> bool {
+        let to = self.wheel.elapsed().saturating_add(delta);
+        let mut out = Vec::new();
+        let done = self.wheel.advance(to, limit, |v| out.push(v));
+        assert!(out.len() <= limit.max(1), "handed out past the limit");
+        for v in out {
+            let (_, tick) = self
+                .live
+                .remove(&v)
+                .expect("handed out once, and only live entries");
+            assert!(
+                tick <= to,
+                "entry due at {tick} handed out advancing to {to}"
+            );
+            assert!(self.fired.insert(v));
         }
-        assert_eq!(self.wheel.elapsed(), to);
-        // Nothing due is left behind.
+        let elapsed = self.wheel.elapsed();
+        if done {
+            assert_eq!(elapsed, to.min(MAX_TICK));
+        } else {
+            assert!(elapsed < to);
+        }
+        // Nothing due by a processed tick is left behind.
         assert!(
-            self.live.values().all(|&(_, tick)| tick > to),
+            self.live.values().all(|&(_, tick)| tick > elapsed),
             "entry left behind"
         );
+        done
     }
 
     fn check(&self) {
@@ -171,13 +200,15 @@ pub(crate) fn check(slots: usize, ops: &[Op]) {
             Op::InsertAbsolute(tick) => model.insert(tick),
             Op::Remove(n) => model.remove(n),
             Op::Reschedule(n, delta) => model.reschedule(n, delta),
-            Op::Advance(delta, limit) => model.advance(delta, limit),
+            Op::Advance(delta, limit) => {
+                model.advance(delta, limit);
+            }
         }
         model.check();
     }
     let remaining = model.live.len();
     let before = model.fired.len();
-    model.advance(MAX_TICK - model.wheel.elapsed(), usize::MAX);
+    while !model.advance(MAX_TICK - model.wheel.elapsed(), usize::MAX) {}
     assert_eq!(model.fired.len(), before + remaining);
     assert_eq!(model.wheel.len(), 0);
 }

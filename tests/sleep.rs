@@ -279,3 +279,44 @@ async fn wakes_its_task_exactly_at_the_tick() {
     assert!(sleep.is_woken());
     assert_ready!(sleep.poll());
 }
+
+/// A sleep that fired but was not polled again keeps its key. After 2^20 - 2 more
+/// registrations through its slab index (the generation's whole period), the next
+/// one gets that index and generation back. Resetting, polling or dropping the stale
+/// sleep must still never move, rewake or cancel the new one.
+#[tokio::test(start_paused = true)]
+async fn a_stale_sleep_never_touches_the_timer_that_reused_its_key() {
+    let timer = timer();
+    let (_, waker) = counting_waker();
+    let mut stale = timer.sleep(TICK);
+    assert!(poll(&mut stale, &waker).is_pending());
+    tokio::time::sleep(TICK * 3).await; // `stale` fires; nobody polls it
+    assert_eq!(timer.pending(), 0);
+    for _ in 0..(1 << 20) - 2 {
+        // Each takes the index the last one freed and frees it again on drop.
+        let mut churn = timer.sleep(Duration::from_secs(3600));
+        assert!(poll(&mut churn, &waker).is_pending());
+    }
+    let start = Instant::now();
+    let (woken, victim_waker) = counting_waker();
+    let mut victim = timer.sleep(Duration::from_secs(5));
+    assert!(poll(&mut victim, &victim_waker).is_pending());
+
+    stale.reset(start + Duration::from_millis(20));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        woken.0.load(Ordering::SeqCst),
+        0,
+        "the reset moved another sleep"
+    );
+    assert_eq!(timer.pending(), 1);
+    assert!(
+        poll(&mut stale, &waker).is_pending(),
+        "re-registers for its new deadline"
+    );
+    drop(stale); // cancels its own new entry, and nothing else
+    assert_eq!(timer.pending(), 1, "the drop cancelled another sleep");
+
+    std::future::poll_fn(|cx| Pin::new(&mut victim).poll(cx)).await;
+    assert_on_time(Duration::from_secs(5), start.elapsed());
+}
