@@ -167,9 +167,12 @@ impl Builder {
     /// How many ticks one revolution of the wheel covers, rounded up to a power of
     /// two. Default 1024.
     ///
-    /// A deadline more than `wheel_size` ticks away waits in its slot for later
-    /// revolutions and costs a look each time the slot comes round; size the wheel so
-    /// that one revolution (`tick × wheel_size`) covers your common timeouts.
+    /// Deadlines beyond the current block of `wheel_size` ticks wait in coarser levels
+    /// above the wheel (64 slots each, each slot as long as the whole level below) and
+    /// move down as their time comes: a move per level, and a driver wakeup per level
+    /// at most (about six for a 10-year sleep at the default settings), never one per
+    /// revolution. Size the wheel so that one revolution (`tick × wheel_size`) covers
+    /// your common timeouts, and most timers never move.
     ///
     /// The wheel has four slots per tick (see [`tick`](Builder::tick)), each a 4-byte
     /// list head: 16 KiB for the default, and a timer has two wheels (futures,

@@ -19,8 +19,10 @@
 //!
 //! The driver task awaits a `tokio::time::Interval` with
 //! [`MissedTickBehavior::Skip`], reset before each wait to the end of the configured
-//! tick that holds the next occupied tick ([`Clock::wake_tick`]): wheel ticks make
-//! expiry finer, not wakeups more frequent. When the runtime wakes us late, each turn
+//! tick that holds the wheels' next expiration ([`Clock::wake_tick`]): the earliest
+//! deadline, or the moment a far one moves down a level of the wheel (see
+//! [`wheel`](crate::wheel)), so a lone far deadline costs a handful of wakeups, not
+//! one per revolution. Wheel ticks make expiry finer, not wakeups more frequent. When the runtime wakes us late, each turn
 //! processes every tick up to the clock anyway, so `Burst`'s make-up ticks would find
 //! nothing to do. With nothing pending the driver waits on a [`Notify`] alone: no
 //! wakeups while idle.
@@ -964,7 +966,7 @@ impl Drop for Shared {
 pub(crate) enum Turn {
     /// More is due right now: yield, then turn again.
     Again,
-    /// Caught up with the clock; `next` is the next occupied tick, if any.
+    /// Caught up with the clock; `next` is the wheels' next expiration, if any.
     Park { next: Option<u64> },
     /// The timer was shut down.
     Exit,
@@ -1020,7 +1022,7 @@ impl Drop for DriverGuard {
     }
 }
 
-/// When the driver, at `now`, asks Tokio to wake it for the next occupied tick `next`;
+/// When the driver, at `now`, asks Tokio to wake it for the next expiration `next`;
 /// `None` if that tick has already ended (the turn took that long), so that the
 /// driver turns again instead of waiting for Tokio.
 ///

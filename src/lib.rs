@@ -73,13 +73,17 @@
 //!
 //! # Implementation
 //!
-//! This is the hashed timing wheel of Varghese and Lauck ("Hashed and Hierarchical
-//! Timing Wheels", SOSP 1987, scheme 6), as in Netty's `HashedWheelTimer`, with the
-//! storage of tokio-util's `DelayQueue`:
+//! This is the timing wheel of Varghese and Lauck ("Hashed and Hierarchical Timing
+//! Wheels", SOSP 1987): a wheel of one slot per tick for the near future, as in
+//! Netty's `HashedWheelTimer`, with coarser levels above it for the far future
+//! (scheme 7, as in Kafka's overflow wheels and tokio's timer), and the storage of
+//! tokio-util's `DelayQueue`:
 //!
 //! * `wheel.rs` — the data structure alone, no clock, no locks, no async: entries in a
 //!   `slab::Slab`, each slot an intrusive list linked by slab index, entries stamped with
-//!   their absolute due tick (so long deadlines simply wait out extra revolutions), a
+//!   their absolute due tick; level 0 holds the current block of ticks, so its first
+//!   occupied slot is the earliest deadline, and levels of 64 slots hold the later
+//!   blocks, whose entries move down (at most once per level) as their time comes; a
 //!   generation in every key, which with the entry's tick makes stale keys inert (the
 //!   generation alone wraps), and an occupancy bitmap to find
 //!   the next non-empty slot. Tick and generation share one word, so a future's entry

@@ -1,19 +1,35 @@
-//! The hashed wheel itself: a pure data structure with no clock, no locks and no async.
+//! The timing wheel itself: a pure data structure with no clock, no locks and no async.
 //!
 //! Keeping it pure means a model test can drive it tick by tick against a `BTreeMap`
-//! (see `tests/wheel_model.rs` and the in-file tests), and every question of time,
-//! locking and waking lives in [`driver`](crate::driver) instead.
+//! (`src/wheel_model.rs`, and the in-file tests), and every question of time, locking
+//! and waking lives in [`driver`](crate::driver) instead.
 //!
 //! # Implementation
 //!
-//! Entries live in one [`slab::Slab`]; each slot of the wheel is the head of an
-//! intrusive doubly linked list threaded through the slab by index (as tokio-util's
-//! `DelayQueue` does), so insert and remove are O(1) and a removed entry's memory is
-//! reused at once. An entry records the *absolute* tick it is due at, and sits in slot
-//! `tick & mask`; a slot therefore holds entries of several revolutions, and a visit
-//! takes out only those whose tick has come (Netty keeps a `remainingRounds` counter
-//! instead; an absolute tick needs no decrementing and cannot be wrong after a missed
-//! revolution).
+//! Entries live in one [`slab::Slab`]; each slot is the head of an intrusive doubly
+//! linked list threaded through the slab by index (as tokio-util's `DelayQueue`
+//! does), so insert and remove are O(1) and a removed entry's memory is reused at
+//! once. An entry records the *absolute* tick it is due at.
+//!
+//! The slots form levels, as in Varghese and Lauck's hierarchical wheel (scheme 7) and
+//! Kafka's overflow wheels. Level 0 has `slots` slots of one tick; each level above
+//! has 64 slots, each as long as the whole level below. Ticks are cut into aligned
+//! blocks: an entry sits at the lowest level whose current block, the one holding the
+//! next tick to process (the *cursor*), holds the entry too. So level 0 holds only
+//! ticks of the cursor's own block of `slots` ticks, one tick per slot, and its first
+//! occupied slot is exactly the earliest tick pending; higher levels hold later
+//! blocks. When the cursor reaches the start of an occupied slot of a higher level,
+//! [`Wheel::advance`] moves that slot's entries down (each to the level its tick now
+//! belongs to), before anything in it can be due. An entry moves at most once per
+//! level in its life, and [`Wheel::next_expiration`] is the earliest tick pending or
+//! the start of the slot whose entries move down next: however far away a deadline
+//! is, the driver wakes once per level on its way (about six), not once per
+//! revolution of level 0 (Netty's rounds, or this wheel's earlier single level).
+//!
+//! Which level and slot an entry is in follows from its tick and the cursor, so
+//! entries store neither: removing one recomputes them. That holds because the
+//! cursor only moves forward through [`Wheel::advance`], which moves the entries of a
+//! slot down exactly when the cursor enters the slot.
 //!
 //! # Stale keys
 //!
@@ -28,9 +44,9 @@
 //! come round. A holder that removes its entry itself forgets the key, as the driver
 //! does; the wheel cannot tell that key from a new one.
 //!
-//! A bitmap with one bit per slot says which slots are non-empty, so the driver finds
-//! the next slot worth waking for with a few `trailing_zeros`, and a catch-up after a
-//! late wakeup visits only occupied slots.
+//! Each level has a bitmap with one bit per slot that says which slots are non-empty,
+//! so the next slot worth waking for is a few `trailing_zeros` away, and a catch-up
+//! after a late wakeup visits only occupied slots.
 
 use std::num::NonZeroU64;
 
@@ -101,7 +117,7 @@ pub(crate) enum InsertError {
 
 /// One timer in the wheel. Public to the crate only so that storage released by
 /// [`Wheel::release_if_empty`] can be dropped outside the caller's lock.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Entry<T> {
     value: T,
     /// `tick << GENERATION_BITS | generation`: the absolute tick the entry is due at
@@ -132,17 +148,86 @@ fn pack(tick: u64, generation: u32) -> NonZeroU64 {
         .expect("the generation is never 0")
 }
 
-/// A hashed timing wheel of entries of type `T`.
-#[derive(Debug)]
-pub(crate) struct Wheel<T> {
-    entries: Slab<Entry<T>>,
+/// Slots in each level above level 0 (as in tokio's wheel): one bitmap word a level.
+const UPPER_SLOTS_BITS: u32 = 6;
+
+/// Bits a tick has: ticks are at most [`MAX_TICK`].
+const TICK_BITS: u32 = 64 - GENERATION_BITS;
+
+/// One level of the wheel: a list head per slot and a bit per occupied slot.
+#[derive(Debug, Clone)]
+struct Level {
     /// Head of each slot's list, or `NIL`.
     heads: Box<[u32]>,
     /// Bit `s` is set iff `heads[s] != NIL`.
     occupied: Box<[u64]>,
-    /// `heads.len() - 1`; `heads.len()` is a power of two.
-    mask: u64,
+    /// Entries in this level's lists.
+    len: usize,
+}
+
+#[cfg(any(test, fuzzing))]
+impl<T: Clone> Clone for Wheel<T> {
+    /// For the model test, which probes what advancing would do.
+    fn clone(&self) -> Self {
+        Wheel {
+            entries: self.entries.clone(),
+            levels: self.levels.clone(),
+            level0_bits: self.level0_bits,
+            level0_mask: self.level0_mask,
+            elapsed: self.elapsed,
+            in_progress: self.in_progress,
+            generation: self.generation,
+        }
+    }
+}
+
+impl Level {
+    fn new(slots: usize) -> Self {
+        Level {
+            heads: vec![NIL; slots].into_boxed_slice(),
+            occupied: vec![0; slots.div_ceil(64)].into_boxed_slice(),
+            len: 0,
+        }
+    }
+
+    /// The first occupied slot at or after `from`, if any (no wrapping: see the
+    /// module docs for why nothing before the cursor's slot is occupied).
+    fn first_occupied_from(&self, from: usize) -> Option<usize> {
+        let mut word = from / 64;
+        let mut bits = *self.occupied.get(word)? & (!0 << (from % 64));
+        loop {
+            if bits != 0 {
+                return Some(word * 64 + bits.trailing_zeros() as usize);
+            }
+            word += 1;
+            bits = *self.occupied.get(word)?;
+        }
+    }
+}
+
+/// What [`Wheel::advance`] does next: the earliest occupied slot.
+#[derive(Debug, Clone, Copy)]
+struct Event {
+    level: usize,
+    slot: usize,
+    /// Level 0: the tick every entry of the slot is due at. Above: when the slot's
+    /// entries move down (its start, or the cursor if that is later).
+    tick: u64,
+}
+
+/// A hierarchical timing wheel of entries of type `T`.
+#[derive(Debug)]
+pub(crate) struct Wheel<T> {
+    entries: Slab<Entry<T>>,
+    /// Level 0 (`slots` slots of one tick), then levels of [`UPPER_SLOTS_BITS`]-bit
+    /// slots up to the [`TICK_BITS`] a tick has.
+    levels: Box<[Level]>,
+    /// log2 of level 0's slots.
+    level0_bits: u32,
+    /// Level 0's slots - 1: a tick's slot there is `tick & level0_mask`.
+    level0_mask: u64,
     /// Every tick `<= elapsed` has been processed: no entry has `tick <= elapsed`.
+    /// `elapsed + 1` is the cursor, which fixes each entry's level and slot.
     elapsed: u64,
     /// Whether [`advance`](Wheel::advance) stopped partway through tick `elapsed + 1`
     /// (its budget ran out): that tick takes no new entries, so that no new entry can
@@ -153,14 +238,22 @@ pub(crate) struct Wheel<T> {
 }
 
 impl<T> Wheel<T> {
-    /// A wheel of `slots` slots (a power of two, at least 1) with tick 0 processed.
+    /// A wheel with `slots` slots at level 0 (a power of two, at least 1) and tick 0
+    /// processed.
     pub(crate) fn new(slots: usize) -> Self {
         assert!(slots.is_power_of_two(), "wheel size must be a power of two");
+        let level0_bits = slots.trailing_zeros();
+        let upper = TICK_BITS
+            .saturating_sub(level0_bits)
+            .div_ceil(UPPER_SLOTS_BITS);
+        let levels = std::iter::once(Level::new(slots))
+            .chain((0..upper).map(|_| Level::new(1 << UPPER_SLOTS_BITS)))
+            .collect();
         Wheel {
             entries: Slab::new(),
-            heads: vec![NIL; slots].into_boxed_slice(),
-            occupied: vec![0; slots.div_ceil(64)].into_boxed_slice(),
-            mask: slots as u64 - 1,
+            levels,
+            level0_bits,
+            level0_mask: slots as u64 - 1,
             elapsed: 0,
             in_progress: false,
             generation: 1,
@@ -178,14 +271,22 @@ impl<T> Wheel<T> {
         self.elapsed + 1 + u64::from(self.in_progress)
     }
 
+    /// Number of levels: at most one move down each, and so one driver wakeup each,
+    /// stands between a far entry and its tick.
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn levels(&self) -> usize {
+        self.levels.len()
+    }
+
     /// Number of entries present.
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
-    /// Number of slots.
+    /// Number of slots at level 0: the ticks one block of it spans.
+    #[cfg(test)]
     pub(crate) fn slots(&self) -> usize {
-        self.heads.len()
+        self.levels[0].heads.len()
     }
 
     /// Adds `value`, due at `tick` (saturated to [`MAX_TICK`]).
@@ -194,14 +295,15 @@ impl<T> Wheel<T> {
     ///
     /// [`InsertError::Elapsed`] if `tick < self.first_open_tick()`: the caller fires it
     /// itself. [`InsertError::Full`] if the wheel holds [`MAX_ENTRIES`] entries.
+    #[inline]
     pub(crate) fn insert(&mut self, tick: u64, value: T) -> Result<Key, (T, InsertError)> {
+        let tick = tick.min(MAX_TICK);
         if tick < self.first_open_tick() {
             return Err((value, InsertError::Elapsed));
         }
         if self.entries.len() >= MAX_ENTRIES {
             return Err((value, InsertError::Full));
         }
-        let tick = tick.min(MAX_TICK);
         let generation = self.generation;
         self.generation = if generation == GENERATION_MAX {
             1
@@ -221,6 +323,7 @@ impl<T> Wheel<T> {
     /// Removes the entry `key` names, due at `tick`, and returns its value; `None` if
     /// it is gone (handed out or removed before). Below, "the entry `key` names at
     /// `tick`" means one present with that key and that tick (see the module docs).
+    #[inline]
     pub(crate) fn remove(&mut self, key: Key, tick: u64) -> Option<T> {
         self.get(key, tick)?;
         self.unlink(key.index);
@@ -248,74 +351,71 @@ impl<T> Wheel<T> {
     /// (the caller fires it).
     pub(crate) fn reschedule(&mut self, key: Key, tick: u64, to: u64) -> Result<(), Option<T>> {
         self.get(key, tick).ok_or(None)?;
-        let (current, tick) = (tick.min(MAX_TICK), to);
-        if tick < self.first_open_tick() {
-            return Err(self.remove(key, current));
+        let to = to.min(MAX_TICK);
+        if to < self.first_open_tick() {
+            return Err(self.remove(key, tick));
         }
-        let tick = tick.min(MAX_TICK);
-        if (current ^ tick) & self.mask == 0 {
-            // Same slot: no relinking needed.
-            self.entries[key.index as usize].set_tick(tick);
+        if self.place(to) == self.place(tick.min(MAX_TICK)) {
+            // Same list: no relinking needed.
+            self.entries[key.index as usize].set_tick(to);
             return Ok(());
         }
         self.unlink(key.index);
-        self.entries[key.index as usize].set_tick(tick);
+        self.entries[key.index as usize].set_tick(to);
         self.link(key.index);
         Ok(())
     }
 
-    /// A lower bound for the tick of the next entry to become due: the first tick after
-    /// `elapsed` whose slot is occupied. `None` iff the wheel is empty.
-    ///
-    /// The slot may hold only entries of later revolutions; the driver then wakes, finds
-    /// nothing due, and asks again: at most one wasted wakeup per revolution.
+    /// A lower bound for the tick of the next entry to become due: exactly that tick
+    /// when it lies in level 0's current block, else the tick at which
+    /// [`advance`](Wheel::advance) next moves entries down a level. `None` iff the
+    /// wheel is empty.
     pub(crate) fn next_expiration(&self) -> Option<u64> {
-        if self.entries.is_empty() {
-            return None;
-        }
-        let found = self.next_occupied(self.elapsed + 1, self.slots() as u64);
-        debug_assert!(found.is_some(), "non-empty wheel with no occupied slot");
-        found
+        Some(self.next_event()?.tick)
     }
 
     /// Processes ticks up to and including `to`, handing every entry with
     /// `tick <= to` to `expire`, and stops early once `limit` (at least 1) entries were
-    /// handed out, even in the middle of a slot. Returns `true` when `elapsed() == to`;
+    /// handed out, even in the middle of a tick. Returns `true` when `elapsed() == to`;
     /// `false` means call again to continue.
     ///
-    /// Each occupied slot in `(elapsed, to]` is visited at most once per call, even when
-    /// `to` is many revolutions ahead, because a visit takes out everything due by `to`.
+    /// Visits only occupied slots, each at most once per call however far `to` is
+    /// ahead. Moving a slot's entries down a level is not counted against `limit`: it
+    /// runs no user code, and each entry moves at most once per level in its life.
     pub(crate) fn advance(&mut self, to: u64, limit: usize, mut expire: impl FnMut(T)) -> bool {
         let to = to.min(MAX_TICK);
         if to <= self.elapsed {
             return true;
         }
-        // One revolution from `elapsed` reaches every slot; a slot visit takes out all
-        // that is due by `to`, so there is no need to go round again for a late `to`.
-        let end = to.min(self.elapsed + self.slots() as u64);
-        let mut from = self.elapsed + 1;
         let mut budget = limit.max(1);
-        while from <= end {
-            let Some(tick) = self.next_occupied(from, end - from + 1) else {
+        while let Some(event) = self.next_event() {
+            if event.level > 0 {
+                // The cursor ends at `to + 1`: a slot starting there moves down too, so
+                // that every entry is at its level for the new cursor.
+                if event.tick > to + 1 {
+                    break;
+                }
+                self.elapsed = event.tick - 1;
+                self.move_down(event);
+                continue;
+            }
+            if event.tick > to {
                 break;
-            };
-            let emptied = self.expire_slot(tick, to, &mut budget, &mut expire);
-            if !emptied {
-                // Stopped inside the slot: what is left of it is due at `tick` (a
-                // catch-up within a revolution) or later, and every tick before it
-                // mapped to a slot visited above. Whether `tick` itself has handed
-                // anything out or not, it takes no new entries until done.
-                self.elapsed = tick - 1;
+            }
+            // Nothing is due before `event.tick`, and the cursor stays in level 0's
+            // block: no entry changes level.
+            self.elapsed = event.tick - 1;
+            self.in_progress = false;
+            if budget == 0 {
+                return false;
+            }
+            if !self.expire_slot(event.slot, &mut budget, &mut expire) {
                 self.in_progress = true;
                 return false;
             }
-            from = tick + 1;
-            if budget == 0 && tick < end {
-                // Every tick in (elapsed, tick] mapped to a slot visited above.
-                self.elapsed = tick;
-                self.in_progress = false;
-                return false;
-            }
+            // The cursor may now enter a new block; the loop then finds that block's
+            // upper slots at or before the cursor and moves them down first.
+            self.elapsed = event.tick;
         }
         self.elapsed = to;
         self.in_progress = false;
@@ -333,40 +433,73 @@ impl<T> Wheel<T> {
 
     /// Removes every entry, in no particular order, resetting nothing else.
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
-        self.heads.fill(NIL);
-        self.occupied.fill(0);
+        for level in self.levels.iter_mut() {
+            level.heads.fill(NIL);
+            level.occupied.fill(0);
+            level.len = 0;
+        }
         self.entries.drain().map(|entry| entry.value)
     }
 
-    /// Takes the entries with `tick <= to` out of the slot `tick` maps to, while
-    /// `budget` lasts (decrementing it); returns `false` if it ran out with due entries
-    /// left in the slot.
-    fn expire_slot(
-        &mut self,
-        tick: u64,
-        to: u64,
-        budget: &mut usize,
-        expire: &mut impl FnMut(T),
-    ) -> bool {
-        let slot = (tick & self.mask) as usize;
-        let mut index = self.heads[slot];
-        while index != NIL {
-            let entry = &self.entries[index as usize];
-            let next = entry.next;
-            if entry.tick() <= to {
-                if *budget == 0 {
-                    return false;
-                }
-                self.unlink(index);
-                expire(self.entries.remove(index as usize).value);
-                *budget -= 1;
+    /// The earliest occupied slot: in the lowest level that has any, the first slot at
+    /// or after the cursor's. (A lower level's slots all come before a higher one's.)
+    fn next_event(&self) -> Option<Event> {
+        let cursor = self.elapsed + 1;
+        let (level, entries) = self
+            .levels
+            .iter()
+            .enumerate()
+            .find(|(_, level)| level.len > 0)?;
+        let shift = self.shift(level);
+        let from = self.slot_of(level, cursor);
+        let slot = entries.first_occupied_from(from);
+        debug_assert!(slot.is_some(), "level {level} has entries but no slot");
+        let slot = slot?;
+        // The cursor's block at this level, with the slot's bits put in.
+        let block = cursor & !((entries.heads.len() as u64) << shift).wrapping_sub(1);
+        let start = block | ((slot as u64) << shift);
+        Some(Event {
+            level,
+            slot,
+            tick: start.max(cursor),
+        })
+    }
+
+    /// Hands out the entries of level 0's `slot` while `budget` lasts (decrementing
+    /// it); returns `false` if it ran out with entries left in the slot.
+    fn expire_slot(&mut self, slot: usize, budget: &mut usize, expire: &mut impl FnMut(T)) -> bool {
+        loop {
+            let index = self.levels[0].heads[slot];
+            if index == NIL {
+                return true;
             }
+            if *budget == 0 {
+                return false;
+            }
+            debug_assert_eq!(self.entries[index as usize].tick(), self.elapsed + 1);
+            self.unlink(index);
+            expire(self.entries.remove(index as usize).value);
+            *budget -= 1;
+        }
+    }
+
+    /// Moves the entries of an upper level's slot, which the cursor has reached, to
+    /// the levels their ticks now belong to (all lower).
+    fn move_down(&mut self, event: Event) {
+        let level = &mut self.levels[event.level];
+        let mut index = std::mem::replace(&mut level.heads[event.slot], NIL);
+        level.occupied[event.slot / 64] &= !(1 << (event.slot % 64));
+        while index != NIL {
+            let next = self.entries[index as usize].next;
+            self.levels[event.level].len -= 1;
+            self.link(index);
+            debug_assert!(self.place(self.entries[index as usize].tick()).0 < event.level);
             index = next;
         }
-        true
     }
 
     /// The entry `key` names at `tick` (saturated as [`insert`](Wheel::insert) does).
+    #[inline]
     fn get(&self, key: Key, tick: u64) -> Option<&Entry<T>> {
         let packed = pack(tick.min(MAX_TICK), key.generation);
         self.entries
@@ -374,60 +507,69 @@ impl<T> Wheel<T> {
             .filter(|entry| entry.packed == packed)
     }
 
+    /// How far right a tick is shifted to give its slot at `level`.
+    fn shift(&self, level: usize) -> u32 {
+        match level {
+            0 => 0,
+            _ => self.level0_bits + UPPER_SLOTS_BITS * (level as u32 - 1),
+        }
+    }
+
+    /// The slot `tick` maps to at `level`.
+    fn slot_of(&self, level: usize, tick: u64) -> usize {
+        let slots = self.levels[level].heads.len() as u64;
+        ((tick >> self.shift(level)) & (slots - 1)) as usize
+    }
+
+    /// The level and slot of an entry due at `tick` (at or after the cursor): the
+    /// lowest level whose block holding the cursor holds `tick` too.
+    #[inline]
+    fn place(&self, tick: u64) -> (usize, usize) {
+        let differ = (self.elapsed + 1) ^ tick;
+        if differ >> self.level0_bits == 0 {
+            return (0, (tick & self.level0_mask) as usize);
+        }
+        let highest = 63 - differ.leading_zeros();
+        let level = 1 + ((highest - self.level0_bits) / UPPER_SLOTS_BITS) as usize;
+        (level, self.slot_of(level, tick))
+    }
+
+    #[inline]
     fn link(&mut self, index: u32) {
-        let slot = (self.entries[index as usize].tick() & self.mask) as usize;
-        let head = self.heads[slot];
+        let (level, slot) = self.place(self.entries[index as usize].tick());
+        let level = &mut self.levels[level];
+        let head = level.heads[slot];
         if head != NIL {
             self.entries[head as usize].prev = index;
         } else {
-            self.occupied[slot / 64] |= 1 << (slot % 64);
+            level.occupied[slot / 64] |= 1 << (slot % 64);
         }
+        level.heads[slot] = index;
+        level.len += 1;
         let entry = &mut self.entries[index as usize];
         entry.prev = NIL;
         entry.next = head;
-        self.heads[slot] = index;
     }
 
+    #[inline]
     fn unlink(&mut self, index: u32) {
         let entry = &self.entries[index as usize];
         let (prev, next) = (entry.prev, entry.next);
-        let slot = (entry.tick() & self.mask) as usize;
+        let (level, slot) = self.place(entry.tick());
+        let level = &mut self.levels[level];
+        level.len -= 1;
         if prev != NIL {
             self.entries[prev as usize].next = next;
         } else {
-            debug_assert_eq!(self.heads[slot], index);
-            self.heads[slot] = next;
+            debug_assert_eq!(level.heads[slot], index);
+            level.heads[slot] = next;
             if next == NIL {
-                self.occupied[slot / 64] &= !(1 << (slot % 64));
+                level.occupied[slot / 64] &= !(1 << (slot % 64));
             }
         }
         if next != NIL {
             self.entries[next as usize].prev = prev;
         }
-    }
-
-    /// The first tick in `[from, from + window)` whose slot is occupied.
-    /// `window` is at most the number of slots.
-    fn next_occupied(&self, from: u64, window: u64) -> Option<u64> {
-        debug_assert!(window <= self.slots() as u64);
-        let slots = self.slots() as u64;
-        let start = from & self.mask;
-        // Scan the bitmap from `start` to the end, then wrap around to `start`.
-        let mut scanned = 0;
-        let mut slot = start;
-        while scanned < window {
-            let word = self.occupied[(slot / 64) as usize] >> (slot % 64);
-            if word != 0 {
-                let offset = u64::from(word.trailing_zeros());
-                let distance = scanned + offset;
-                return (distance < window).then_some(from + distance);
-            }
-            // Skip to the next word boundary (or the wheel's end).
-            let step = (64 - slot % 64).min(slots - slot);
-            scanned += step;
-            slot = (slot + step) & self.mask;
-        }
-        None
     }
 }
 
@@ -452,21 +594,63 @@ mod tests {
     }
 
     #[test]
-    fn later_revolutions_wait_in_their_slot() {
+    fn later_blocks_wait_above_and_move_down_when_reached() {
         let mut wheel = Wheel::new(4);
         wheel.insert(2, 2).unwrap();
         wheel.insert(6, 6).unwrap();
         wheel.insert(10, 10).unwrap();
-        assert_eq!(wheel.next_expiration(), Some(2));
+        assert_eq!(wheel.next_expiration(), Some(2), "in level 0: exact");
         assert_eq!(collect(&mut wheel, 2), vec![2]);
-        assert_eq!(wheel.next_expiration(), Some(6));
+        // 6 is in the next block of four ticks, whose slot above starts at 4.
+        assert_eq!(wheel.next_expiration(), Some(4));
+        assert_eq!(collect(&mut wheel, 3), Vec::<u32>::new());
+        assert_eq!(
+            wheel.next_expiration(),
+            Some(6),
+            "the slot starting at 4 moved down as the cursor reached it"
+        );
         assert_eq!(collect(&mut wheel, 9), vec![6]);
+        assert_eq!(wheel.next_expiration(), Some(10));
         assert_eq!(collect(&mut wheel, 10), vec![10]);
         assert_eq!(wheel.next_expiration(), None);
     }
 
+    /// However far away, an entry is reached in one step per level (a driver wakeup
+    /// each), not one per block of level 0, and never handed out early.
     #[test]
-    fn catch_up_over_many_revolutions_visits_each_slot_once() {
+    fn a_far_entry_is_reached_in_one_step_per_level() {
+        for slots in [1, 4, 4096, 1 << 20] {
+            let mut wheel = Wheel::new(slots);
+            let levels = wheel.levels();
+            let day_of_quarter_ms = 4 * 86_400_000;
+            for tick in [
+                3 * slots as u64 + 1,
+                day_of_quarter_ms,
+                MAX_TICK / 3,
+                MAX_TICK,
+            ] {
+                wheel.insert(tick, 0).unwrap();
+                let mut steps = 0;
+                loop {
+                    let next = wheel.next_expiration().expect("pending");
+                    assert!(next <= tick, "{slots} slots: woke at {next} for {tick}");
+                    steps += 1;
+                    if !collect(&mut wheel, next).is_empty() {
+                        assert_eq!(next, tick, "{slots} slots");
+                        break;
+                    }
+                }
+                assert!(
+                    steps <= levels,
+                    "{steps} steps to reach {tick} with {slots} slots ({levels} levels)"
+                );
+            }
+            assert!(levels <= 9, "{levels} levels for {slots} slots");
+        }
+    }
+
+    #[test]
+    fn catch_up_over_many_blocks_hands_out_everything_due() {
         let mut wheel = Wheel::new(4);
         for tick in 1..=40 {
             wheel.insert(tick, tick as u32).unwrap();
@@ -638,16 +822,5 @@ mod tests {
         assert!(wheel.next_expiration().is_some());
         assert_eq!(collect(&mut wheel, MAX_TICK - 1), Vec::<u32>::new());
         assert_eq!(collect(&mut wheel, u64::MAX), vec![1]);
-    }
-
-    #[test]
-    fn next_occupied_wraps_and_respects_window() {
-        let mut wheel = Wheel::new(128);
-        wheel.insert(70, 0).unwrap();
-        collect(&mut wheel, 100);
-        wheel.insert(130, 1).unwrap(); // slot 2
-        assert_eq!(wheel.next_expiration(), Some(130));
-        assert_eq!(wheel.next_occupied(101, 29), None);
-        assert_eq!(wheel.next_occupied(101, 30), Some(130));
     }
 }

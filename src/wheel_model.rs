@@ -184,9 +184,28 @@ impl Model {
                     next <= min,
                     "next_expiration {next} after the earliest entry {min}"
                 );
+                self.check_parking(min);
             }
             (next, min) => panic!("next_expiration {next:?}, model minimum {min:?}"),
         }
+    }
+
+    /// A driver that parks until `next_expiration` and advances to it reaches the
+    /// earliest entry, `min`, in at most one step per level, handing out nothing on
+    /// the way.
+    fn check_parking(&self, min: u64) {
+        let mut probe = self.wheel.clone();
+        for _ in 0..probe.levels() {
+            let next = probe.next_expiration().expect("entries pending");
+            if next == min {
+                return;
+            }
+            assert!(next < min, "woke at {next}, after the earliest entry {min}");
+            assert!(probe.advance(next, usize::MAX, |v| {
+                panic!("{v} handed out at {next}, before the earliest entry {min}")
+            }));
+        }
+        panic!("the earliest entry {min} not reached in one step per level");
     }
 }
 

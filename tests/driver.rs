@@ -53,16 +53,52 @@ async fn idle_timer_never_wakes() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_lone_long_sleep_skips_to_its_slot() {
+async fn a_lone_long_sleep_wakes_the_driver_only_to_fire() {
     let timer = timer();
     let start = Instant::now();
     timer.sleep(Duration::from_secs(10)).await;
     let took = start.elapsed();
     assert!(took >= Duration::from_secs(10) && took < Duration::from_secs(10) + TICK);
-    // One wakeup for the registration, one per revolution (1024 ticks = 10.24 s), one to
-    // fire: not 1000 (one per tick).
+    // The driver's first run, the registration's notice, the firing: not 1000 (one
+    // per tick), nor one more per revolution of the wheel.
     let wakeups = timer.stats().driver_wakeups;
-    assert!(wakeups <= 4, "{wakeups} driver wakeups for one 10 s sleep");
+    assert!(wakeups <= 3, "{wakeups} driver wakeups for one 10 s sleep");
+}
+
+/// The driver parks until the earliest deadline, or until a far deadline moves down a
+/// level of the wheel: a handful of wakeups however far away, where parking until
+/// the next occupied slot of one level cost one per revolution (~8 400 a day here)
+/// and took hours of wall time for a 10-year sleep.
+#[tokio::test(start_paused = true)]
+async fn far_sleeps_complete_on_time_in_a_handful_of_wakeups() {
+    const DAY: u64 = 86_400;
+    for requested in [
+        Duration::from_secs(DAY),
+        Duration::from_secs(10 * 365 * DAY),
+        Duration::MAX,
+    ] {
+        let timer = timer();
+        let sleep = timer.sleep(requested);
+        // Saturated for `Duration::MAX` (about 30 years), exact otherwise.
+        let deadline = sleep.deadline();
+        assert!(deadline >= Instant::now() + requested.min(Duration::from_secs(29 * 365 * DAY)));
+        sleep.await;
+        let now = Instant::now();
+        assert!(
+            now >= deadline,
+            "{requested:?}: early by {:?}",
+            deadline - now
+        );
+        assert!(
+            now < deadline + TICK,
+            "{requested:?}: late by {:?}",
+            now - deadline
+        );
+        // Levels of the wheel (about six moves), plus Tokio's own longest sleep
+        // (2.2 years, so a few more for the longest), plus the registration.
+        let wakeups = timer.stats().driver_wakeups;
+        assert!(wakeups <= 12, "{requested:?}: {wakeups} driver wakeups");
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -91,3 +91,22 @@ fn the_default_timer_works_without_any_runtime() {
     futures::executor::block_on(wheel_timer::sleep(Duration::from_millis(20)));
     assert!(start.elapsed() >= Duration::from_millis(20));
 }
+
+/// With only far timers pending, the real-clock driver sleeps: no wakeup per
+/// revolution of the wheel. Here a revolution is 1 ms (1 ms tick, one tick per
+/// revolution), so waking once per revolution would be ~300 wakeups in 300 ms.
+#[tokio::test]
+async fn only_far_timers_cost_no_wakeups_per_revolution() {
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(1))
+        .wheel_size(1)
+        .build()
+        .unwrap();
+    let far = tokio::spawn(timer.sleep(Duration::from_secs(3600)));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(timer.pending(), 1);
+    let wakeups = timer.stats().driver_wakeups;
+    // The registration and one per level the deadline moves down (it is not due).
+    assert!(wakeups <= 10, "{wakeups} driver wakeups in 300 ms");
+    far.abort();
+}
