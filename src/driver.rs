@@ -357,6 +357,10 @@ pub(crate) struct Shared {
     notify: Arc<Notify>,
     /// Becomes `true` when the driver task has ended (or was dropped).
     stopped: watch::Sender<bool>,
+    /// The tick the last complete turn processed to (every shard, every tick up to it).
+    caught_up_to: StdAtomicU64,
+    /// Notified after every turn and when the driver ends: what `catch_up` waits on.
+    turned: Notify,
     counters: Counters,
 }
 
@@ -463,6 +467,8 @@ impl Shared {
             runtime,
             notify: Arc::new(Notify::new()),
             stopped: watch::Sender::new(false),
+            caught_up_to: StdAtomicU64::new(0),
+            turned: Notify::new(),
             counters: Counters::default(),
         })
     }
@@ -823,6 +829,22 @@ impl Shared {
         drop(release);
     }
 
+    /// Waits until a turn of the driver has processed every tick that has ended by
+    /// now, asking the driver for one at once; or until the timer is shut down.
+    pub(crate) async fn catch_up(&self) {
+        let now = self.clock.tick_now(Instant::now());
+        loop {
+            let mut turned = pin!(self.turned.notified());
+            // Registered before the check, so a turn that ends in between is not missed.
+            turned.as_mut().enable();
+            if self.is_shutdown() || self.caught_up_to.load(Ordering::SeqCst) >= now {
+                return;
+            }
+            self.notify.notify_one();
+            turned.await;
+        }
+    }
+
     /// Waits until the driver task has ended.
     pub(crate) async fn stopped(&self) {
         let mut stopped = self.stopped.subscribe();
@@ -883,6 +905,10 @@ impl Shared {
         for task in rejected {
             self.run_inline(task);
         }
+        if done {
+            self.caught_up_to.store(now, Ordering::SeqCst);
+        }
+        self.turned.notify_waiters();
         if !done {
             return Turn::Again;
         }
@@ -1018,6 +1044,7 @@ impl Drop for DriverGuard {
                 shared.driver_lost();
             }
             shared.stopped.send_replace(true);
+            shared.turned.notify_waiters();
         }
     }
 }

@@ -319,6 +319,40 @@ impl Timer {
         Ok(())
     }
 
+    /// Waits until the driver has processed every tick that has ended by now: every
+    /// timer due by then has fired (its task woken, its inline callback run), except
+    /// one due within the current quarter tick, the wheel's step. Returns at once
+    /// once the timer is shut down.
+    ///
+    /// For tests with the paused clock. After `tokio::time::advance(d).await`, Tokio's
+    /// own sleeps that `d` passed are already woken, but this timer's driver is a task
+    /// that has yet to run; `timer.catch_up().await` asks it to turn now and waits for
+    /// that turn. Callbacks on [`Executor::Spawn`](crate::Executor::Spawn) or
+    /// [`Executor::Blocking`](crate::Executor::Blocking) have been handed to the
+    /// runtime then, not necessarily run.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use tokio_test::{assert_pending, assert_ready, task};
+    /// use wheel_timer::Timer;
+    ///
+    /// let timer = Timer::new(); // 10 ms tick
+    /// let mut sleep = task::spawn(timer.sleep(Duration::from_millis(5)));
+    /// assert_pending!(sleep.poll());
+    /// tokio::time::advance(Duration::from_millis(10)).await;
+    /// timer.catch_up().await; // the driver has run its turn for the new time
+    /// assert!(sleep.is_woken());
+    /// assert_ready!(sleep.poll());
+    /// # }
+    /// ```
+    pub async fn catch_up(&self) {
+        self.shared().catch_up().await;
+    }
+
     /// Stops the timer and returns every callback that never ran.
     ///
     /// Once it returns, the driver task has ended; every pending [`Sleep`] has

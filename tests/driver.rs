@@ -156,7 +156,9 @@ async fn registered_sleep(timer: &Timer, micros: u64) -> tokio_test::task::Spawn
     sleep
 }
 
-/// Moves the paused clock on by `d` and lets the driver run.
+/// Moves the paused clock on by `d` and lets the driver run if Tokio woke it. Not
+/// `Timer::catch_up`, which would ask the driver to turn: these tests are about when
+/// it wakes by itself.
 async fn advance_and_settle(d: Duration) {
     tokio::time::advance(d).await;
     for _ in 0..10 {

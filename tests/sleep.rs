@@ -275,7 +275,7 @@ async fn wakes_its_task_exactly_at_the_tick() {
     assert!(!sleep.is_woken(), "not woken before its tick");
     assert_pending!(sleep.poll());
     tokio::time::advance(Duration::from_millis(10)).await; // 30 ms: the tick after 25 ms
-    tokio::task::yield_now().await; // let the driver run its turn
+    timer.catch_up().await;
     assert!(sleep.is_woken());
     assert_ready!(sleep.poll());
 }
@@ -319,4 +319,31 @@ async fn a_stale_sleep_never_touches_the_timer_that_reused_its_key() {
 
     std::future::poll_fn(|cx| Pin::new(&mut victim).poll(cx)).await;
     assert_on_time(Duration::from_secs(5), start.elapsed());
+}
+
+/// After `tokio::time::advance`, Tokio's own sleeps are woken but this timer's driver
+/// may not have run yet; `catch_up` waits for a turn that has processed every tick
+/// that has ended. Then every sleep due by the end of the last quarter tick is woken.
+#[tokio::test(start_paused = true)]
+async fn catch_up_wakes_every_sleep_the_clock_has_passed() {
+    let timer = timer();
+    for ms in [1u64, 5, 9, 10, 11, 25, 30, 99, 100, 101, 1000] {
+        for step in [0, 1, 2, 5, 10, 20] {
+            let start = Instant::now();
+            let mut sleep = tokio_test::task::spawn(timer.sleep(Duration::from_millis(ms)));
+            assert!(sleep.poll().is_pending());
+            tokio::time::advance(Duration::from_millis(ms + step)).await;
+            timer.catch_up().await;
+            // Due by the last quarter-tick boundary at or before now: fired.
+            let quarter = TICK / 4;
+            let due_by = start + Duration::from_millis(ms);
+            let boundary_passed = (Instant::now() - due_by) >= quarter;
+            if boundary_passed {
+                assert!(sleep.is_woken(), "{ms} ms, {step} ms past: not woken");
+                assert!(sleep.poll().is_ready());
+            }
+            drop(sleep);
+            assert_eq!(timer.pending(), 0);
+        }
+    }
 }
