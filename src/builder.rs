@@ -1,24 +1,10 @@
-//! [`Builder`] and [`Executor`]: every setting a [`Timer`] has, checked once at
-//! [`Builder::build`].
+//! [`Builder`]: every setting a [`Timer`] has, checked once at [`Builder::build`].
 
-use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
+use crate::config::{Config, MAX_SHARDS, MAX_WHEEL_SIZE, MIN_TICK};
 use crate::driver;
-use crate::{Error, Timer};
-
-/// The largest wheel: 2^20 slots (4 MiB of list heads), and so the most ticks one
-/// revolution may cover.
-pub(crate) const MAX_WHEEL_SIZE: usize = 1 << 20;
-
-/// The finest tick: finer ones are raised to it. Tokio's timer, which wakes the
-/// driver, has 1 ms resolution anyway, and the wheel counts quarter ticks in 44 bits
-/// (to keep entries at 32 bytes), which at 1 ms spans 139 years.
-pub(crate) const MIN_TICK: Duration = Duration::from_millis(1);
-
-/// The most shards a timer has; it has one per core up to this.
-pub(crate) const MAX_SHARDS: usize = 64;
+use crate::{Error, Executor, Timer};
 
 /// Configures and starts a [`Timer`].
 ///
@@ -63,81 +49,6 @@ impl Default for Builder {
             executor: Executor::Inline,
         }
     }
-}
-
-/// Where expired callbacks of [`Timer::schedule`] run.
-///
-/// Whatever the executor, a panicking callback is caught: the timer goes on, later
-/// callbacks still run, and the panic is counted in
-/// [`Stats::callback_panics`](crate::Stats::callback_panics) (the process's panic hook
-/// has already reported it, on stderr by default).
-///
-/// # Examples
-///
-/// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), wheel_timer::Error> {
-/// use std::sync::Arc;
-/// use wheel_timer::{Executor, Timer};
-///
-/// // Run callbacks on a pool of our own (here simply a new thread each).
-/// let custom = Executor::Custom(Arc::new(|job: Box<dyn FnOnce() + Send>| {
-///     std::thread::spawn(job);
-/// }));
-/// let timer = Timer::builder().executor(custom).build()?;
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Clone, Default)]
-#[non_exhaustive]
-pub enum Executor {
-    /// On the tick task itself, one after another: the cheapest, for callbacks that
-    /// only flip a flag, send on a channel or spawn a task.
-    ///
-    /// A slow callback delays every timer behind it, as in Netty
-    /// ([netty#11724](https://github.com/netty/netty/issues/11724)); use
-    /// [`Spawn`](Executor::Spawn) or [`Blocking`](Executor::Blocking) for anything
-    /// that may take time.
-    #[default]
-    Inline,
-    /// Each expired callback becomes a Tokio task on the driver's runtime.
-    Spawn,
-    /// Each expired callback runs via `spawn_blocking` on the driver's runtime, for
-    /// callbacks that block.
-    Blocking,
-    /// Each expired callback is handed to this function, which must run it (now or
-    /// later, on any thread).
-    ///
-    /// Nothing is lost silently: if the function panics, or drops the job without
-    /// running it, the job notices (it is dropped unrun) and runs on the tick task
-    /// instead, as with [`Inline`](Executor::Inline), and is counted in
-    /// [`Stats::executor_rejections`](crate::Stats::executor_rejections). If the timer
-    /// is gone by then, it runs where it was dropped.
-    // Spelled out rather than aliased: this exact type is the documented contract.
-    #[allow(clippy::type_complexity)]
-    Custom(Arc<dyn Fn(Box<dyn FnOnce() + Send>) + Send + Sync>),
-}
-
-impl fmt::Debug for Executor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Executor::Inline => "Inline",
-            Executor::Spawn => "Spawn",
-            Executor::Blocking => "Blocking",
-            Executor::Custom(_) => "Custom(..)",
-        })
-    }
-}
-
-/// Validated settings, handed to the driver.
-#[derive(Debug, Clone)]
-pub(crate) struct Config {
-    pub(crate) tick: Duration,
-    pub(crate) wheel_size: usize,
-    /// Independent wheels, each with its own lock: one per core.
-    pub(crate) shards: usize,
-    pub(crate) max_pending: usize,
-    pub(crate) executor: Executor,
 }
 
 impl Builder {

@@ -3,7 +3,7 @@
 //!
 //! Why: a callback lives in its wheel entry from `schedule` to expiry. As a
 //! `Box<dyn FnOnce()>` it cost a `malloc` on the scheduling thread and a `free` on the
-//! tick task, the free landing in another thread's arena: about a fifth of the CPU of
+//! driver task, the free landing in another thread's arena: about a fifth of the CPU of
 //! the *callbacks* benchmark went to glibc's allocator. Most callbacks capture an
 //! `Arc`, a channel sender or a few integers, which fit in 24 bytes.
 //!

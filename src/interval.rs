@@ -9,14 +9,14 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::Sleep;
 
-/// Ticks every `period`, as [`tokio::time::Interval`] does, to within one wheel tick.
+/// Ticks every `period`, as [`tokio::time::Interval`] does, to within one tick.
 ///
 /// Made by [`Timer::interval`](crate::Timer::interval),
 /// [`Timer::interval_at`](crate::Timer::interval_at) or the free function
 /// [`interval`](crate::interval).
 ///
 /// The first tick completes at once (at `start` for `interval_at`), then one every
-/// `period`. A tick counts as missed when it is taken more than one wheel tick late
+/// `period`. A tick counts as missed when it is taken more than one tick late
 /// (tokio uses 5 ms, its own resolution); what happens then is the
 /// [`MissedTickBehavior`], `Burst` by default, as in tokio:
 ///
@@ -97,7 +97,7 @@ impl Interval {
         } else {
             scheduled.checked_add(self.period)
         };
-        let next = next.unwrap_or_else(|| crate::driver::far_future(now));
+        let next = next.unwrap_or_else(|| crate::clock::far_future(now));
         self.sleep.reset(next);
         Poll::Ready(scheduled)
     }
@@ -129,7 +129,7 @@ impl Interval {
 
     /// Makes the next tick `after` from now (saturating).
     pub fn reset_after(&mut self, after: Duration) {
-        self.reset_at(crate::driver::deadline_after(Instant::now(), after));
+        self.reset_at(crate::clock::deadline_after(Instant::now(), after));
     }
 
     /// Makes the next tick due at `deadline`; later ticks follow every `period` from it.

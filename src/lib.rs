@@ -73,53 +73,20 @@
 //!
 //! # Implementation
 //!
-//! This is the timing wheel of Varghese and Lauck ("Hashed and Hierarchical Timing
-//! Wheels", SOSP 1987): a wheel of one slot per tick for the near future, as in
-//! Netty's `HashedWheelTimer`, with coarser levels above it for the far future
-//! (scheme 7, as in Kafka's overflow wheels and tokio's timer), and the storage of
-//! tokio-util's `DelayQueue`:
-//!
-//! * `wheel.rs` — the data structure alone, no clock, no locks, no async: entries in a
-//!   `slab::Slab`, each slot an intrusive list linked by slab index, entries stamped with
-//!   their absolute due tick; level 0 holds the current block of ticks, so its first
-//!   occupied slot is the earliest deadline, and levels of 64 slots hold the later
-//!   blocks, whose entries move down (at most once per level) as their time comes; a
-//!   generation in every key, which with the entry's tick makes stale keys inert (the
-//!   generation alone wraps), and an occupancy bitmap to find
-//!   the next non-empty slot. Tick and generation share one word, so a future's entry
-//!   is 32 bytes. Tested against a `BTreeMap` model with proptest and cargo-fuzz.
-//! * `driver.rs` — the locks and the tick task: one shard per core, each two wheels
-//!   (futures' wakers, callbacks) under one lock, a thread registering in its own
-//!   shard; maps instants to wheel ticks of a quarter tick each (deadlines round up,
-//!   the clock rounds down: never early), awaits a `tokio::time::Interval` with
-//!   `MissedTickBehavior::Skip` set to the end of the next tick with anything due, or
-//!   rather to the whole millisecond of Tokio's before it (Tokio rounds deadlines up
-//!   to its milliseconds; this is where it fires its own sleeps), fires at each
-//!   wakeup everything due to within a quarter tick, catches up on every tick
-//!   the clock has passed when woken late, parks without ticking when nothing is near,
-//!   and wakes expired tasks and dispatches expired callbacks after releasing the lock.
-//!   Its `Anchor`s are what futures and callback handles hold to keep the timer alive:
-//!   one reference-counted anchor per shard, so threads creating and dropping timeouts
-//!   each write their own reference count, not one they all share.
-//! * `timer.rs`, `builder.rs` — the handle (which owns the anchors) and its
-//!   configuration.
-//! * `sleep.rs`, `timeout.rs`, `interval.rs` — the futures; [`Sleep`] is the only one
-//!   that talks to the driver. It is 24 bytes: an anchor, the deadline as nanoseconds
-//!   from the timer's origin, and its registration and state packed in one word.
-//! * `scheduled.rs` — callbacks: one `Task` per callback (closure, deadline), owned
-//!   by its wheel entry and moved out once, under the lock, by the driver, `cancel` or
-//!   shutdown; the `Scheduled` handle shares nothing with it and reads the callback's
-//!   state from the wheel by key and tick. The `Job` wrapper sends a callback an executor
-//!   dropped back to the tick task.
-//! * `inline_fn.rs` — the crate's only `unsafe` code: a `FnOnce` stored in three words
-//!   in place when it fits (else boxed), so that scheduling a callback allocates
-//!   nothing; each block has a `// SAFETY:` comment, and its tests run under Miri.
-//! * `lib.rs` — these docs, re-exports and the default timer.
+//! The timing wheel of Varghese and Lauck ("Hashed and Hierarchical Timing Wheels",
+//! SOSP 1987): one slot per quarter tick for the near future, as in Netty's
+//! `HashedWheelTimer`, coarser levels above it for the far future, as in Kafka's, and
+//! the slab storage of tokio-util's `DelayQueue`, driven by one Tokio task. The tour of
+//! the source, its module order and its invariants are in `docs/DESIGN.md`.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
 
+// Modules depend in one direction: docs/DESIGN.md lists them bottom to top.
 mod builder;
+mod callback;
+mod clock;
+mod config;
 mod driver;
 mod error;
 #[allow(unsafe_code)]
@@ -127,6 +94,7 @@ mod inline_fn;
 mod interval;
 mod scheduled;
 mod sleep;
+mod stats;
 mod sync;
 mod timeout;
 mod timer;
@@ -140,13 +108,15 @@ use std::future::IntoFuture;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-pub use builder::{Builder, Executor};
+pub use builder::Builder;
+pub use config::Executor;
 pub use error::{Elapsed, Error};
 pub use interval::Interval;
 pub use scheduled::{Scheduled, Unfired};
 pub use sleep::Sleep;
+pub use stats::Stats;
 pub use timeout::Timeout;
-pub use timer::{Stats, Timer};
+pub use timer::Timer;
 pub use tokio::time::{Instant, MissedTickBehavior};
 
 /// Entry point for `fuzz/fuzz_targets/wheel.rs`; only under `cfg(fuzzing)`, which
@@ -193,7 +163,7 @@ pub mod loom_hooks {
     /// When tick `tick` of `timer` ends. Models place deadlines with it rather than
     /// with `Instant::now()`, so a slow machine cannot move them into the next tick.
     pub fn tick_end(timer: &Timer, tick: u64) -> crate::Instant {
-        timer.shared().clock.instant_of(tick)
+        timer.shared().clock.step_end(tick)
     }
 
     /// The tick the driver would sleep until after its last turn (`u64::MAX`: until
@@ -211,7 +181,7 @@ pub mod loom_hooks {
     /// The synchronous part of `Timer::shutdown` (the rest waits for the driver task,
     /// which a model does not have).
     pub fn shutdown(timer: &Timer) -> Vec<crate::Unfired> {
-        timer.shared().shutdown()
+        timer.shutdown_now()
     }
 }
 

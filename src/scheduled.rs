@@ -3,7 +3,7 @@
 //!
 //! # Implementation
 //!
-//! A callback is a `Task` holding its closure (in place, with no allocation, when it
+//! A callback is a `Callback` holding its closure (in place, with no allocation, when it
 //! fits in three words: see `inline_fn`) and its deadline, owned by its wheel
 //! entry and moved out of it exactly once, under the wheel's lock: by the driver (the
 //! closure then runs), by [`Scheduled::cancel`] (it is dropped), or by shutdown (it
@@ -16,98 +16,14 @@
 //! callback's state from the wheel, under the same lock.
 
 use std::fmt;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::time::Instant;
 
-use crate::driver::{Anchor, CallbackState, Registration, Shared};
-use crate::inline_fn::InlineFn;
+use crate::callback::Callback;
+use crate::driver::{Anchor, CallbackState, Registration};
 use crate::sync::AtomicBool;
-
-/// A callback in the wheel: its closure and deadline, with the closure in place
-/// when it fits in three words (see [`InlineFn`]).
-pub(crate) struct Task {
-    /// The deadline, as an offset from the timer's origin (`Clock::offset_of`).
-    deadline: i64,
-    f: InlineFn,
-}
-
-impl Task {
-    /// The deadline, as an offset from the timer's origin (`Clock::offset_of`).
-    pub(crate) fn deadline(&self) -> i64 {
-        self.deadline
-    }
-
-    /// Runs the closure.
-    pub(crate) fn call(self) {
-        self.f.call();
-    }
-}
-
-impl fmt::Debug for Task {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Task")
-            .field("deadline", &self.deadline)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A callback due at the deadline `offset` (see `Clock::offset_of`).
-pub(crate) fn task<F: FnOnce() + Send + 'static>(offset: i64, f: F) -> Task {
-    Task {
-        deadline: offset,
-        f: InlineFn::new(f),
-    }
-}
-
-/// Runs a callback, catching a panic. Returns `false` if it panicked.
-pub(crate) fn run_caught(task: Task) -> bool {
-    catch_unwind(AssertUnwindSafe(move || task.call())).is_ok()
-}
-
-/// An expired callback on its way to an executor other than the tick task. If it is
-/// dropped without having run (the executor panicked, shut down, or dropped it), it
-/// goes back to the timer to run on the tick task; nothing is lost silently.
-pub(crate) struct Job {
-    task: Option<Task>,
-    timer: Weak<Shared>,
-}
-
-impl Job {
-    pub(crate) fn new(task: Task, timer: &Arc<Shared>) -> Job {
-        Job {
-            task: Some(task),
-            timer: Arc::downgrade(timer),
-        }
-    }
-
-    /// Runs the callback here, catching and counting a panic.
-    pub(crate) fn run(mut self) {
-        if let Some(task) = self.task.take() {
-            if !run_caught(task) {
-                if let Some(timer) = self.timer.upgrade() {
-                    timer.count_panic();
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            match self.timer.upgrade() {
-                Some(timer) => timer.reject(task),
-                // The timer is gone: this is the last place the callback can run.
-                None => {
-                    run_caught(task);
-                }
-            }
-        }
-    }
-}
 
 /// The handle of a callback registered with [`Timer::schedule`](crate::Timer::schedule).
 ///
@@ -146,9 +62,9 @@ pub struct Scheduled {
 struct Handle {
     anchor: Arc<Anchor>,
     reg: Registration,
-    /// The tick the entry is due at: with `reg`, what names it.
-    tick: u64,
-    /// As in the task (see `Clock::offset_of`): 8 bytes rather than an `Instant`'s 16.
+    /// The step the entry is due at: with `reg`, what names it.
+    step: u64,
+    /// As in the callback (see `Clock::offset_of`): 8 bytes rather than an `Instant`'s 16.
     deadline: i64,
     /// Set, under the shard's lock, by the `cancel` that took the entry out.
     cancelled: AtomicBool,
@@ -158,14 +74,14 @@ impl Scheduled {
     pub(crate) fn new(
         anchor: Arc<Anchor>,
         reg: Registration,
-        tick: u64,
+        step: u64,
         deadline: i64,
     ) -> Scheduled {
         Scheduled {
             inner: Some(Handle {
                 anchor,
                 reg,
-                tick,
+                step,
                 deadline,
                 cancelled: AtomicBool::new(false),
             }),
@@ -220,13 +136,13 @@ impl Handle {
     fn cancel(&self) -> bool {
         self.anchor
             .shared
-            .cancel_callback(self.reg, self.tick, &self.cancelled)
+            .cancel_callback(self.reg, self.step, &self.cancelled)
     }
 
     fn state(&self) -> CallbackState {
         self.anchor
             .shared
-            .callback_state(self.reg, self.tick, &self.cancelled)
+            .callback_state(self.reg, self.step, &self.cancelled)
     }
 }
 
@@ -272,20 +188,20 @@ pub struct Unfired {
     deadline: Instant,
     /// In a lock only so that `Unfired` stays `Sync`, as a closure need not be; it is
     /// never contended (`run` takes `self`).
-    task: Mutex<Task>,
+    callback: Mutex<Callback>,
 }
 
 impl Unfired {
-    pub(crate) fn new(task: Task, deadline: Instant) -> Unfired {
+    pub(crate) fn new(deadline: Instant, callback: Callback) -> Unfired {
         Unfired {
             deadline,
-            task: Mutex::new(task),
+            callback: Mutex::new(callback),
         }
     }
 
     /// Runs the callback here and now. A panic in it propagates to the caller.
     pub fn run(self) {
-        self.task
+        self.callback
             .into_inner()
             .unwrap_or_else(PoisonError::into_inner)
             .call();
@@ -312,10 +228,10 @@ mod tests {
     #[test]
     fn a_callback_is_small_in_its_entry_and_in_its_handle() {
         // Closure (up to three words in place), deadline and the closure's vtable.
-        assert_eq!(std::mem::size_of::<Task>(), 40);
+        assert_eq!(std::mem::size_of::<Callback>(), 40);
         // With the wheel's links and tick: what a pending callback costs, with no
         // heap allocation for a closure of up to three words.
-        assert_eq!(std::mem::size_of::<crate::wheel::Entry<Task>>(), 56);
+        assert_eq!(std::mem::size_of::<crate::wheel::Entry<Callback>>(), 56);
         assert_eq!(std::mem::size_of::<Scheduled>(), 40);
     }
 }

@@ -124,9 +124,9 @@ impl Sleep {
         self.state = state.pack();
     }
 
-    /// The tick this `Sleep` fires on.
-    fn tick(&self) -> u64 {
-        self.shared().clock.tick_at_offset(self.deadline)
+    /// The step of the wheel this `Sleep` fires at, which names its entry there.
+    fn step(&self) -> u64 {
+        self.shared().clock.step_at_offset(self.deadline)
     }
 
     /// The instant this `Sleep` completes at (at most one tick after it).
@@ -147,7 +147,7 @@ impl Sleep {
             State::Elapsed => true,
             State::Registered(reg) => {
                 self.shared().has_fired(reg, self.deadline)
-                    || !self.shared().is_pending(reg, self.tick())
+                    || !self.shared().is_pending(reg, self.step())
             }
         }
     }
@@ -158,14 +158,14 @@ impl Sleep {
     /// allocation); one that had fired becomes pending again. A deadline that has
     /// already passed completes it on the next poll, at the latest on the next tick.
     pub fn reset(&mut self, deadline: Instant) {
-        // The entry, if any, is named by the tick of the deadline it was placed at.
-        let tick = self.tick();
+        // The entry, if any, is named by the step of the deadline it was placed at.
+        let step = self.step();
         self.deadline = self.shared().clock.offset_of(deadline);
-        let to = self.tick();
+        let to = self.step();
         let state = match self.state() {
             State::Idle | State::Elapsed => State::Idle,
             State::Registered(reg) => {
-                if self.shared().reschedule(reg, tick, to) {
+                if self.shared().reschedule(reg, step, to) {
                     State::Registered(reg)
                 } else {
                     // Fired already, or the new deadline has passed: register afresh on
@@ -191,13 +191,13 @@ impl Future for Sleep {
         let shared = &*this.anchor.shared;
         let state = match this.state() {
             State::Elapsed => return Poll::Ready(()),
-            State::Idle => match shared.register(this.tick(), cx.waker()) {
+            State::Idle => match shared.register(this.step(), cx.waker()) {
                 Registered::Pending(reg) => State::Registered(reg),
                 Registered::Due => State::Elapsed,
             },
             State::Registered(reg) => {
                 if shared.has_fired(reg, this.deadline)
-                    || !shared.update_waker(reg, this.tick(), cx.waker())
+                    || !shared.update_waker(reg, this.step(), cx.waker())
                 {
                     State::Elapsed
                 } else {
@@ -217,7 +217,7 @@ impl Drop for Sleep {
     fn drop(&mut self) {
         if let State::Registered(reg) = self.state() {
             if !self.shared().has_fired(reg, self.deadline) {
-                self.shared().cancel(reg, self.tick());
+                self.shared().cancel(reg, self.step());
             }
         }
     }

@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::driver::{self, Anchor, Shared};
-use crate::scheduled::{self, Scheduled};
-use crate::{Builder, Error, Interval, Sleep, Timeout, Unfired};
+use crate::callback;
+use crate::clock::deadline_after;
+use crate::driver::{Anchor, Shared};
+use crate::scheduled::Scheduled;
+use crate::{Builder, Error, Interval, Sleep, Stats, Timeout, Unfired};
 
 /// A hashed-wheel timer, driven by one Tokio task.
 ///
@@ -40,29 +42,6 @@ pub struct Timer {
     /// One per shard, each holding the shared state: what the timer's futures and
     /// callback handles hold instead of a clone of it (see `driver::Anchor`).
     anchors: Arc<[Arc<Anchor>]>,
-}
-
-/// A snapshot of what a [`Timer`] has done, from [`Timer::stats`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stats {
-    /// Timers registered, not yet fired and not cancelled (as [`Timer::pending`]).
-    pub pending: usize,
-    /// How many times the driver task has woken up. With nothing pending it does not
-    /// wake at all; with timers pending, about once per tick that has one due.
-    pub driver_wakeups: u64,
-    /// Timers (futures and callbacks) fired since the timer was built.
-    pub fired: u64,
-    /// Callbacks that panicked; each was caught and the timer went on.
-    pub callback_panics: u64,
-    /// Expired callbacks an [`Executor::Custom`](crate::Executor::Custom) (or a
-    /// runtime shutting down under `Spawn`/`Blocking`) dropped without running; each
-    /// ran on the tick task instead.
-    pub executor_rejections: u64,
-    /// Callbacks that were pending when the driver's runtime shut down under the
-    /// timer. Nothing can run them any more: [`Timer::shutdown`] returns them (to run
-    /// or drop), and if every handle is dropped first they are dropped unrun.
-    pub stranded_callbacks: u64,
 }
 
 impl Timer {
@@ -230,7 +209,7 @@ impl Timer {
     where
         F: FnOnce() + Send + 'static,
     {
-        self.schedule_at(driver::deadline_after(Instant::now(), delay), f)
+        self.schedule_at(deadline_after(Instant::now(), delay), f)
     }
 
     /// Runs `f` once at `deadline` (at most one tick late); see [`Timer::schedule`].
@@ -260,8 +239,8 @@ impl Timer {
     {
         let shared = self.shared();
         let offset = shared.clock.offset_of(deadline);
-        let (reg, tick) = shared.schedule(scheduled::task(offset, f))?;
-        Ok(Scheduled::new(self.anchor(), reg, tick, offset))
+        let (reg, step) = shared.schedule(callback::callback(offset, f))?;
+        Ok(Scheduled::new(self.anchor(), reg, step, offset))
     }
 
     /// Runs `f` once, `delay` from now, with no handle: as
@@ -298,7 +277,7 @@ impl Timer {
     where
         F: FnOnce() + Send + 'static,
     {
-        self.schedule_detached_at(driver::deadline_after(Instant::now(), delay), f)
+        self.schedule_detached_at(deadline_after(Instant::now(), delay), f)
     }
 
     /// Runs `f` once at `deadline`, with no handle; see [`Timer::schedule_detached`].
@@ -312,7 +291,7 @@ impl Timer {
     {
         let shared = self.shared();
         let offset = shared.clock.offset_of(deadline);
-        shared.schedule(scheduled::task(offset, f))?;
+        shared.schedule(callback::callback(offset, f))?;
         // Counted as pending by `schedule`, so `detach` keeps the timer alive for it,
         // as `Scheduled::detach` does.
         shared.detach();
@@ -386,9 +365,19 @@ impl Timer {
     /// # }
     /// ```
     pub async fn shutdown(&self) -> Vec<Unfired> {
-        let unfired = self.shared().shutdown();
+        let unfired = self.shutdown_now();
         self.shared().stopped().await;
         unfired
+    }
+
+    /// The part of [`shutdown`](Timer::shutdown) that does not wait for the driver.
+    pub(crate) fn shutdown_now(&self) -> Vec<Unfired> {
+        let clock = self.shared().clock;
+        let unrun = self.shared().shutdown();
+        unrun
+            .into_iter()
+            .map(|callback| Unfired::new(clock.instant_at(callback.deadline()), callback))
+            .collect()
     }
 
     /// Whether [`shutdown`](Timer::shutdown) was called, or the driver's runtime shut

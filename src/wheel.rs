@@ -1,6 +1,7 @@
 //! The timing wheel itself: a pure data structure with no clock, no locks and no async.
 //!
-//! Keeping it pure means a model test can drive it tick by tick against a `BTreeMap`
+//! Time here is a count of *steps* (the driver makes a step a quarter of the
+//! configured tick; the wheel does not care). Keeping the wheel pure means a model test can drive it step by step against a `BTreeMap`
 //! (`src/wheel_model.rs`, and the in-file tests), and every question of time, locking
 //! and waking lives in [`driver`](crate::driver) instead.
 //!
@@ -9,24 +10,24 @@
 //! Entries live in one [`slab::Slab`]; each slot is the head of an intrusive doubly
 //! linked list threaded through the slab by index (as tokio-util's `DelayQueue`
 //! does), so insert and remove are O(1) and a removed entry's memory is reused at
-//! once. An entry records the *absolute* tick it is due at.
+//! once. An entry records the *absolute* step it is due at.
 //!
 //! The slots form levels, as in Varghese and Lauck's hierarchical wheel (scheme 7) and
-//! Kafka's overflow wheels. Level 0 has `slots` slots of one tick; each level above
-//! has 64 slots, each as long as the whole level below. Ticks are cut into aligned
+//! Kafka's overflow wheels. Level 0 has `slots` slots of one step; each level above
+//! has 64 slots, each as long as the whole level below. Steps are cut into aligned
 //! blocks: an entry sits at the lowest level whose current block, the one holding the
-//! next tick to process (the *cursor*), holds the entry too. So level 0 holds only
-//! ticks of the cursor's own block of `slots` ticks, one tick per slot, and its first
-//! occupied slot is exactly the earliest tick pending; higher levels hold later
+//! next step to process (the *cursor*), holds the entry too. So level 0 holds only
+//! steps of the cursor's own block of `slots` steps, one step per slot, and its first
+//! occupied slot is exactly the earliest step pending; higher levels hold later
 //! blocks. When the cursor reaches the start of an occupied slot of a higher level,
-//! [`Wheel::advance`] moves that slot's entries down (each to the level its tick now
+//! [`Wheel::advance`] moves that slot's entries down (each to the level its step now
 //! belongs to), before anything in it can be due. An entry moves at most once per
-//! level in its life, and [`Wheel::next_expiration`] is the earliest tick pending or
+//! level in its life, and [`Wheel::next_expiration`] is the earliest step pending or
 //! the start of the slot whose entries move down next: however far away a deadline
 //! is, the driver wakes once per level on its way (about six), not once per
-//! revolution of level 0 (Netty's rounds, or this wheel's earlier single level).
+//! revolution of level 0 (as with Netty's rounds).
 //!
-//! Which level and slot an entry is in follows from its tick and the cursor, so
+//! Which level and slot an entry is in follows from its step and the cursor, so
 //! entries store neither: removing one recomputes them. That holds because the
 //! cursor only moves forward through [`Wheel::advance`], which moves the entries of a
 //! slot down exactly when the cursor enters the slot.
@@ -35,11 +36,11 @@
 //!
 //! A [`Key`] pairs the slab index with a generation stamped on the entry at insert.
 //! The generation alone does not make a stale key inert: it is 20 bits (packed with
-//! the 44-bit tick into one word, so that an entry is 32 bytes) and wraps after a
-//! million inserts. So every operation on an entry names it by its key *and* the tick
+//! the 44-bit step into one word, so that an entry is 32 bytes) and wraps after a
+//! million inserts. So every operation on an entry names it by its key *and* the step
 //! it is due at, and acts only if both match. The holder of a key whose entry was
-//! handed out by [`Wheel::advance`] has a tick that is processed, and no live entry
-//! has a processed tick (inserts at a tick [`Wheel::advance`] has started on are
+//! handed out by [`Wheel::advance`] has a step that is processed, and no live entry
+//! has a processed step (inserts at a step [`Wheel::advance`] has started on are
 //! refused), so such a key matches nothing, however often its index and generation
 //! come round. A holder that removes its entry itself forgets the key, as the driver
 //! does; the wheel cannot tell that key from a new one.
@@ -55,7 +56,7 @@ use slab::Slab;
 /// End of an intrusive list.
 const NIL: u32 = u32::MAX;
 
-/// Bits of an entry's packed word that hold its generation; the rest hold its tick.
+/// Bits of an entry's packed word that hold its generation; the rest hold its step.
 /// Packing both in one non-zero `u64` makes an entry 32 bytes, slab's own tag
 /// included (the zero the word can never hold tells a vacant slab slot from an
 /// occupied one), instead of 48.
@@ -71,9 +72,9 @@ const GENERATION_MAX: u32 = if cfg!(any(test, fuzzing)) {
     GENERATION_MASK
 };
 
-/// The largest tick an entry may have (2^44 - 1: 557 years of 1 ms ticks). Deadlines
-/// beyond it saturate to it, so `tick + slots` arithmetic can never overflow.
-pub(crate) const MAX_TICK: u64 = (1 << (64 - GENERATION_BITS)) - 1;
+/// The largest step an entry may have (2^44 - 1: 557 years of 1 ms steps). Deadlines
+/// beyond it saturate to it, so `step + slots` arithmetic can never overflow.
+pub(crate) const MAX_STEP: u64 = (1 << (64 - GENERATION_BITS)) - 1;
 
 /// How many entries the wheel can hold: indices are stored as `u32` to keep entries
 /// small, with [`NIL`] reserved. At 32 bytes an entry that is 128 GiB, so it is a
@@ -109,7 +110,7 @@ pub(crate) const KEY_BITS: u32 = 32 + GENERATION_BITS;
 /// Why [`Wheel::insert`] refused an entry; the value comes back with it.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum InsertError {
-    /// The tick has already been processed: the entry is due now.
+    /// The step has already been processed: the entry is due now.
     Elapsed,
     /// [`MAX_ENTRIES`] entries are already present.
     Full,
@@ -120,15 +121,15 @@ pub(crate) enum InsertError {
 #[derive(Debug, Clone)]
 pub(crate) struct Entry<T> {
     value: T,
-    /// `tick << GENERATION_BITS | generation`: the absolute tick the entry is due at
-    /// (it sits in slot `tick & mask`) and its generation, which is never 0.
+    /// `step << GENERATION_BITS | generation`: the absolute step the entry is due at
+    /// (it sits in slot `step & mask`) and its generation, which is never 0.
     packed: NonZeroU64,
     prev: u32,
     next: u32,
 }
 
 impl<T> Entry<T> {
-    fn tick(&self) -> u64 {
+    fn step(&self) -> u64 {
         self.packed.get() >> GENERATION_BITS
     }
 
@@ -136,23 +137,23 @@ impl<T> Entry<T> {
         self.packed.get() as u32 & GENERATION_MASK
     }
 
-    fn set_tick(&mut self, tick: u64) {
-        self.packed = pack(tick, self.generation());
+    fn set_step(&mut self, step: u64) {
+        self.packed = pack(step, self.generation());
     }
 }
 
-/// `tick` (at most [`MAX_TICK`]) and a non-zero `generation` in one word.
-fn pack(tick: u64, generation: u32) -> NonZeroU64 {
-    debug_assert!(tick <= MAX_TICK && generation != 0 && generation <= GENERATION_MASK);
-    NonZeroU64::new((tick << GENERATION_BITS) | u64::from(generation))
+/// `step` (at most [`MAX_STEP`]) and a non-zero `generation` in one word.
+fn pack(step: u64, generation: u32) -> NonZeroU64 {
+    debug_assert!(step <= MAX_STEP && generation != 0 && generation <= GENERATION_MASK);
+    NonZeroU64::new((step << GENERATION_BITS) | u64::from(generation))
         .expect("the generation is never 0")
 }
 
 /// Slots in each level above level 0 (as in tokio's wheel): one bitmap word a level.
 const UPPER_SLOTS_BITS: u32 = 6;
 
-/// Bits a tick has: ticks are at most [`MAX_TICK`].
-const TICK_BITS: u32 = 64 - GENERATION_BITS;
+/// Bits a step has: steps are at most [`MAX_STEP`].
+const STEP_BITS: u32 = 64 - GENERATION_BITS;
 
 /// One level of the wheel: a list head per slot and a bit per occupied slot.
 #[derive(Debug, Clone)]
@@ -210,40 +211,40 @@ impl Level {
 struct Event {
     level: usize,
     slot: usize,
-    /// Level 0: the tick every entry of the slot is due at. Above: when the slot's
+    /// Level 0: the step every entry of the slot is due at. Above: when the slot's
     /// entries move down (its start, or the cursor if that is later).
-    tick: u64,
+    step: u64,
 }
 
 /// A hierarchical timing wheel of entries of type `T`.
 #[derive(Debug)]
 pub(crate) struct Wheel<T> {
     entries: Slab<Entry<T>>,
-    /// Level 0 (`slots` slots of one tick), then levels of [`UPPER_SLOTS_BITS`]-bit
-    /// slots up to the [`TICK_BITS`] a tick has.
+    /// Level 0 (`slots` slots of one step), then levels of [`UPPER_SLOTS_BITS`]-bit
+    /// slots up to the [`STEP_BITS`] a step has.
     levels: Box<[Level]>,
     /// log2 of level 0's slots.
     level0_bits: u32,
-    /// Level 0's slots - 1: a tick's slot there is `tick & level0_mask`.
+    /// Level 0's slots - 1: a step's slot there is `step & level0_mask`.
     level0_mask: u64,
-    /// Every tick `<= elapsed` has been processed: no entry has `tick <= elapsed`.
+    /// Every step `<= elapsed` has been processed: no entry has `step <= elapsed`.
     /// `elapsed + 1` is the cursor, which fixes each entry's level and slot.
     elapsed: u64,
-    /// Whether [`advance`](Wheel::advance) stopped partway through tick `elapsed + 1`
-    /// (its budget ran out): that tick takes no new entries, so that no new entry can
-    /// share a tick with one already handed out (see the module docs).
+    /// Whether [`advance`](Wheel::advance) stopped partway through step `elapsed + 1`
+    /// (its budget ran out): that step takes no new entries, so that no new entry can
+    /// share a step with one already handed out (see the module docs).
     in_progress: bool,
     /// Stamped on the next inserted entry: `1..=GENERATION_MAX`, wrapping.
     generation: u32,
 }
 
 impl<T> Wheel<T> {
-    /// A wheel with `slots` slots at level 0 (a power of two, at least 1) and tick 0
+    /// A wheel with `slots` slots at level 0 (a power of two, at least 1) and step 0
     /// processed.
     pub(crate) fn new(slots: usize) -> Self {
         assert!(slots.is_power_of_two(), "wheel size must be a power of two");
         let level0_bits = slots.trailing_zeros();
-        let upper = TICK_BITS
+        let upper = STEP_BITS
             .saturating_sub(level0_bits)
             .div_ceil(UPPER_SLOTS_BITS);
         let levels = std::iter::once(Level::new(slots))
@@ -260,19 +261,19 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// The last processed tick.
+    /// The last processed step.
     pub(crate) fn elapsed(&self) -> u64 {
         self.elapsed
     }
 
-    /// The first tick [`insert`](Wheel::insert) accepts: `elapsed() + 1`, or the tick
+    /// The first step [`insert`](Wheel::insert) accepts: `elapsed() + 1`, or the step
     /// after that while `elapsed() + 1` is partly handed out.
-    pub(crate) fn first_open_tick(&self) -> u64 {
+    pub(crate) fn first_open_step(&self) -> u64 {
         self.elapsed + 1 + u64::from(self.in_progress)
     }
 
     /// Number of levels: at most one move down each, and so one driver wakeup each,
-    /// stands between a far entry and its tick.
+    /// stands between a far entry and its step.
     #[cfg(any(test, fuzzing))]
     pub(crate) fn levels(&self) -> usize {
         self.levels.len()
@@ -283,22 +284,22 @@ impl<T> Wheel<T> {
         self.entries.len()
     }
 
-    /// Number of slots at level 0: the ticks one block of it spans.
+    /// Number of slots at level 0: the steps one block of it spans.
     #[cfg(test)]
     pub(crate) fn slots(&self) -> usize {
         self.levels[0].heads.len()
     }
 
-    /// Adds `value`, due at `tick` (saturated to [`MAX_TICK`]).
+    /// Adds `value`, due at `step` (saturated to [`MAX_STEP`]).
     ///
     /// # Errors
     ///
-    /// [`InsertError::Elapsed`] if `tick < self.first_open_tick()`: the caller fires it
+    /// [`InsertError::Elapsed`] if `step < self.first_open_step()`: the caller fires it
     /// itself. [`InsertError::Full`] if the wheel holds [`MAX_ENTRIES`] entries.
     #[inline]
-    pub(crate) fn insert(&mut self, tick: u64, value: T) -> Result<Key, (T, InsertError)> {
-        let tick = tick.min(MAX_TICK);
-        if tick < self.first_open_tick() {
+    pub(crate) fn insert(&mut self, step: u64, value: T) -> Result<Key, (T, InsertError)> {
+        let step = step.min(MAX_STEP);
+        if step < self.first_open_step() {
             return Err((value, InsertError::Elapsed));
         }
         if self.entries.len() >= MAX_ENTRIES {
@@ -312,7 +313,7 @@ impl<T> Wheel<T> {
         };
         let index = self.entries.insert(Entry {
             value,
-            packed: pack(tick, generation),
+            packed: pack(step, generation),
             prev: NIL,
             next: NIL,
         }) as u32;
@@ -320,70 +321,70 @@ impl<T> Wheel<T> {
         Ok(Key { index, generation })
     }
 
-    /// Removes the entry `key` names, due at `tick`, and returns its value; `None` if
+    /// Removes the entry `key` names, due at `step`, and returns its value; `None` if
     /// it is gone (handed out or removed before). Below, "the entry `key` names at
-    /// `tick`" means one present with that key and that tick (see the module docs).
+    /// `step`" means one present with that key and that step (see the module docs).
     #[inline]
-    pub(crate) fn remove(&mut self, key: Key, tick: u64) -> Option<T> {
-        self.get(key, tick)?;
+    pub(crate) fn remove(&mut self, key: Key, step: u64) -> Option<T> {
+        self.get(key, step)?;
         self.unlink(key.index);
         Some(self.entries.remove(key.index as usize).value)
     }
 
-    /// The value of the entry `key` names at `tick`, if it is present.
-    pub(crate) fn get_mut(&mut self, key: Key, tick: u64) -> Option<&mut T> {
-        self.get(key, tick)?;
+    /// The value of the entry `key` names at `step`, if it is present.
+    pub(crate) fn get_mut(&mut self, key: Key, step: u64) -> Option<&mut T> {
+        self.get(key, step)?;
         Some(&mut self.entries[key.index as usize].value)
     }
 
-    /// Whether `key` names an entry present at `tick`.
-    pub(crate) fn contains(&self, key: Key, tick: u64) -> bool {
-        self.get(key, tick).is_some()
+    /// Whether `key` names an entry present at `step`.
+    pub(crate) fn contains(&self, key: Key, step: u64) -> bool {
+        self.get(key, step).is_some()
     }
 
-    /// Moves the entry `key` names at `tick` to `to`, keeping its key and value: the
+    /// Moves the entry `key` names at `step` to `to`, keeping its key and value: the
     /// cheap way to push back an idle deadline. From then on it is named at `to`.
     ///
     /// # Errors
     ///
-    /// `Err(None)` if the key names nothing at `tick`; `Err(Some(value))` with the
-    /// entry removed if `to` is before [`first_open_tick`](Wheel::first_open_tick)
+    /// `Err(None)` if the key names nothing at `step`; `Err(Some(value))` with the
+    /// entry removed if `to` is before [`first_open_step`](Wheel::first_open_step)
     /// (the caller fires it).
-    pub(crate) fn reschedule(&mut self, key: Key, tick: u64, to: u64) -> Result<(), Option<T>> {
-        self.get(key, tick).ok_or(None)?;
-        let to = to.min(MAX_TICK);
-        if to < self.first_open_tick() {
-            return Err(self.remove(key, tick));
+    pub(crate) fn reschedule(&mut self, key: Key, step: u64, to: u64) -> Result<(), Option<T>> {
+        self.get(key, step).ok_or(None)?;
+        let to = to.min(MAX_STEP);
+        if to < self.first_open_step() {
+            return Err(self.remove(key, step));
         }
-        if self.place(to) == self.place(tick.min(MAX_TICK)) {
+        if self.place(to) == self.place(step.min(MAX_STEP)) {
             // Same list: no relinking needed.
-            self.entries[key.index as usize].set_tick(to);
+            self.entries[key.index as usize].set_step(to);
             return Ok(());
         }
         self.unlink(key.index);
-        self.entries[key.index as usize].set_tick(to);
+        self.entries[key.index as usize].set_step(to);
         self.link(key.index);
         Ok(())
     }
 
-    /// A lower bound for the tick of the next entry to become due: exactly that tick
-    /// when it lies in level 0's current block, else the tick at which
+    /// A lower bound for the step of the next entry to become due: exactly that step
+    /// when it lies in level 0's current block, else the step at which
     /// [`advance`](Wheel::advance) next moves entries down a level. `None` iff the
     /// wheel is empty.
     pub(crate) fn next_expiration(&self) -> Option<u64> {
-        Some(self.next_event()?.tick)
+        Some(self.next_event()?.step)
     }
 
-    /// Processes ticks up to and including `to`, handing every entry with
-    /// `tick <= to` to `expire`, and stops early once `limit` (at least 1) entries were
-    /// handed out, even in the middle of a tick. Returns `true` when `elapsed() == to`;
+    /// Processes steps up to and including `to`, handing every entry with
+    /// `step <= to` to `expire`, and stops early once `limit` (at least 1) entries were
+    /// handed out, even in the middle of a step. Returns `true` when `elapsed() == to`;
     /// `false` means call again to continue.
     ///
     /// Visits only occupied slots, each at most once per call however far `to` is
     /// ahead. Moving a slot's entries down a level is not counted against `limit`: it
     /// runs no user code, and each entry moves at most once per level in its life.
     pub(crate) fn advance(&mut self, to: u64, limit: usize, mut expire: impl FnMut(T)) -> bool {
-        let to = to.min(MAX_TICK);
+        let to = to.min(MAX_STEP);
         if to <= self.elapsed {
             return true;
         }
@@ -392,19 +393,19 @@ impl<T> Wheel<T> {
             if event.level > 0 {
                 // The cursor ends at `to + 1`: a slot starting there moves down too, so
                 // that every entry is at its level for the new cursor.
-                if event.tick > to + 1 {
+                if event.step > to + 1 {
                     break;
                 }
-                self.elapsed = event.tick - 1;
+                self.elapsed = event.step - 1;
                 self.move_down(event);
                 continue;
             }
-            if event.tick > to {
+            if event.step > to {
                 break;
             }
-            // Nothing is due before `event.tick`, and the cursor stays in level 0's
+            // Nothing is due before `event.step`, and the cursor stays in level 0's
             // block: no entry changes level.
-            self.elapsed = event.tick - 1;
+            self.elapsed = event.step - 1;
             self.in_progress = false;
             if budget == 0 {
                 return false;
@@ -415,7 +416,7 @@ impl<T> Wheel<T> {
             }
             // The cursor may now enter a new block; the loop then finds that block's
             // upper slots at or before the cursor and moves them down first.
-            self.elapsed = event.tick;
+            self.elapsed = event.step;
         }
         self.elapsed = to;
         self.in_progress = false;
@@ -461,7 +462,7 @@ impl<T> Wheel<T> {
         Some(Event {
             level,
             slot,
-            tick: start.max(cursor),
+            step: start.max(cursor),
         })
     }
 
@@ -476,7 +477,7 @@ impl<T> Wheel<T> {
             if *budget == 0 {
                 return false;
             }
-            debug_assert_eq!(self.entries[index as usize].tick(), self.elapsed + 1);
+            debug_assert_eq!(self.entries[index as usize].step(), self.elapsed + 1);
             self.unlink(index);
             expire(self.entries.remove(index as usize).value);
             *budget -= 1;
@@ -484,7 +485,7 @@ impl<T> Wheel<T> {
     }
 
     /// Moves the entries of an upper level's slot, which the cursor has reached, to
-    /// the levels their ticks now belong to (all lower).
+    /// the levels their steps now belong to (all lower).
     fn move_down(&mut self, event: Event) {
         let level = &mut self.levels[event.level];
         let mut index = std::mem::replace(&mut level.heads[event.slot], NIL);
@@ -493,21 +494,21 @@ impl<T> Wheel<T> {
             let next = self.entries[index as usize].next;
             self.levels[event.level].len -= 1;
             self.link(index);
-            debug_assert!(self.place(self.entries[index as usize].tick()).0 < event.level);
+            debug_assert!(self.place(self.entries[index as usize].step()).0 < event.level);
             index = next;
         }
     }
 
-    /// The entry `key` names at `tick` (saturated as [`insert`](Wheel::insert) does).
+    /// The entry `key` names at `step` (saturated as [`insert`](Wheel::insert) does).
     #[inline]
-    fn get(&self, key: Key, tick: u64) -> Option<&Entry<T>> {
-        let packed = pack(tick.min(MAX_TICK), key.generation);
+    fn get(&self, key: Key, step: u64) -> Option<&Entry<T>> {
+        let packed = pack(step.min(MAX_STEP), key.generation);
         self.entries
             .get(key.index as usize)
             .filter(|entry| entry.packed == packed)
     }
 
-    /// How far right a tick is shifted to give its slot at `level`.
+    /// How far right a step is shifted to give its slot at `level`.
     fn shift(&self, level: usize) -> u32 {
         match level {
             0 => 0,
@@ -515,28 +516,28 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// The slot `tick` maps to at `level`.
-    fn slot_of(&self, level: usize, tick: u64) -> usize {
+    /// The slot `step` maps to at `level`.
+    fn slot_of(&self, level: usize, step: u64) -> usize {
         let slots = self.levels[level].heads.len() as u64;
-        ((tick >> self.shift(level)) & (slots - 1)) as usize
+        ((step >> self.shift(level)) & (slots - 1)) as usize
     }
 
-    /// The level and slot of an entry due at `tick` (at or after the cursor): the
-    /// lowest level whose block holding the cursor holds `tick` too.
+    /// The level and slot of an entry due at `step` (at or after the cursor): the
+    /// lowest level whose block holding the cursor holds `step` too.
     #[inline]
-    fn place(&self, tick: u64) -> (usize, usize) {
-        let differ = (self.elapsed + 1) ^ tick;
+    fn place(&self, step: u64) -> (usize, usize) {
+        let differ = (self.elapsed + 1) ^ step;
         if differ >> self.level0_bits == 0 {
-            return (0, (tick & self.level0_mask) as usize);
+            return (0, (step & self.level0_mask) as usize);
         }
         let highest = 63 - differ.leading_zeros();
         let level = 1 + ((highest - self.level0_bits) / UPPER_SLOTS_BITS) as usize;
-        (level, self.slot_of(level, tick))
+        (level, self.slot_of(level, step))
     }
 
     #[inline]
     fn link(&mut self, index: u32) {
-        let (level, slot) = self.place(self.entries[index as usize].tick());
+        let (level, slot) = self.place(self.entries[index as usize].step());
         let level = &mut self.levels[level];
         let head = level.heads[slot];
         if head != NIL {
@@ -555,7 +556,7 @@ impl<T> Wheel<T> {
     fn unlink(&mut self, index: u32) {
         let entry = &self.entries[index as usize];
         let (prev, next) = (entry.prev, entry.next);
-        let (level, slot) = self.place(entry.tick());
+        let (level, slot) = self.place(entry.step());
         let level = &mut self.levels[level];
         level.len -= 1;
         if prev != NIL {
@@ -585,7 +586,7 @@ mod tests {
     }
 
     #[test]
-    fn fires_at_its_tick_not_before() {
+    fn fires_at_its_step_not_before() {
         let mut wheel = Wheel::new(8);
         wheel.insert(3, 30).unwrap();
         assert_eq!(collect(&mut wheel, 2), Vec::<u32>::new());
@@ -601,7 +602,7 @@ mod tests {
         wheel.insert(10, 10).unwrap();
         assert_eq!(wheel.next_expiration(), Some(2), "in level 0: exact");
         assert_eq!(collect(&mut wheel, 2), vec![2]);
-        // 6 is in the next block of four ticks, whose slot above starts at 4.
+        // 6 is in the next block of four steps, whose slot above starts at 4.
         assert_eq!(wheel.next_expiration(), Some(4));
         assert_eq!(collect(&mut wheel, 3), Vec::<u32>::new());
         assert_eq!(
@@ -623,26 +624,26 @@ mod tests {
             let mut wheel = Wheel::new(slots);
             let levels = wheel.levels();
             let day_of_quarter_ms = 4 * 86_400_000;
-            for tick in [
+            for step in [
                 3 * slots as u64 + 1,
                 day_of_quarter_ms,
-                MAX_TICK / 3,
-                MAX_TICK,
+                MAX_STEP / 3,
+                MAX_STEP,
             ] {
-                wheel.insert(tick, 0).unwrap();
+                wheel.insert(step, 0).unwrap();
                 let mut steps = 0;
                 loop {
                     let next = wheel.next_expiration().expect("pending");
-                    assert!(next <= tick, "{slots} slots: woke at {next} for {tick}");
+                    assert!(next <= step, "{slots} slots: woke at {next} for {step}");
                     steps += 1;
                     if !collect(&mut wheel, next).is_empty() {
-                        assert_eq!(next, tick, "{slots} slots");
+                        assert_eq!(next, step, "{slots} slots");
                         break;
                     }
                 }
                 assert!(
                     steps <= levels,
-                    "{steps} steps to reach {tick} with {slots} slots ({levels} levels)"
+                    "{steps} steps to reach {step} with {slots} slots ({levels} levels)"
                 );
             }
             assert!(levels <= 9, "{levels} levels for {slots} slots");
@@ -652,8 +653,8 @@ mod tests {
     #[test]
     fn catch_up_over_many_blocks_hands_out_everything_due() {
         let mut wheel = Wheel::new(4);
-        for tick in 1..=40 {
-            wheel.insert(tick, tick as u32).unwrap();
+        for step in 1..=40 {
+            wheel.insert(step, step as u32).unwrap();
         }
         assert_eq!(collect(&mut wheel, 37), (1..=37).collect::<Vec<_>>());
         assert_eq!(wheel.elapsed(), 37);
@@ -661,7 +662,7 @@ mod tests {
     }
 
     #[test]
-    fn elapsed_ticks_are_refused() {
+    fn elapsed_steps_are_refused() {
         let mut wheel = Wheel::new(4);
         collect(&mut wheel, 5);
         assert_eq!(wheel.insert(5, 1), Err((1, InsertError::Elapsed)));
@@ -679,7 +680,7 @@ mod tests {
         assert_eq!(wheel.remove(a, 1), None);
         assert_eq!(wheel.get_mut(a, 1), None);
         assert_eq!(wheel.reschedule(a, 1, 3), Err(None));
-        assert_eq!(wheel.remove(b, 2), None, "the wrong tick names nothing");
+        assert_eq!(wheel.remove(b, 2), None, "the wrong step names nothing");
         assert_eq!(wheel.remove(b, 1), Some(2));
     }
 
@@ -704,17 +705,17 @@ mod tests {
     }
 
     #[test]
-    fn a_tick_partly_handed_out_takes_no_new_entries() {
+    fn a_step_partly_handed_out_takes_no_new_entries() {
         let mut wheel = Wheel::new(4);
         for v in 0..3 {
             wheel.insert(2, v).unwrap();
         }
         assert!(!wheel.advance(2, 1, drop));
-        assert_eq!((wheel.elapsed(), wheel.first_open_tick()), (1, 3));
+        assert_eq!((wheel.elapsed(), wheel.first_open_step()), (1, 3));
         assert_eq!(wheel.insert(2, 9), Err((9, InsertError::Elapsed)));
         let key = wheel.insert(3, 9).unwrap();
         assert_eq!(collect(&mut wheel, 2).len(), 2);
-        assert_eq!(wheel.first_open_tick(), 3);
+        assert_eq!(wheel.first_open_step(), 3);
         assert_eq!(wheel.remove(key, 3), Some(9));
     }
 
@@ -734,8 +735,8 @@ mod tests {
     #[test]
     fn limit_stops_between_slots_and_resumes() {
         let mut wheel = Wheel::new(8);
-        for tick in 1..=6 {
-            wheel.insert(tick, tick as u32).unwrap();
+        for step in 1..=6 {
+            wheel.insert(step, step as u32).unwrap();
         }
         let mut out = Vec::new();
         assert!(!wheel.advance(6, 2, |v| out.push(v)));
@@ -754,7 +755,7 @@ mod tests {
         let mut out = Vec::new();
         assert!(!wheel.advance(4, 2, |v| out.push(v)));
         assert_eq!(out.len(), 2);
-        assert_eq!(wheel.elapsed(), 2, "tick 3 is not done");
+        assert_eq!(wheel.elapsed(), 2, "step 3 is not done");
         assert!(!wheel.advance(4, 2, |v| out.push(v)));
         assert!(wheel.advance(4, 2, |v| out.push(v)));
         out.sort_unstable();
@@ -809,18 +810,18 @@ mod tests {
         };
         assert_eq!(Key::from_bits(widest.to_bits()), widest);
         assert!(widest.to_bits() < 1 << KEY_BITS);
-        assert_eq!(wheel.get(a, u64::MAX).map(Entry::tick), Some(MAX_TICK));
+        assert_eq!(wheel.get(a, u64::MAX).map(Entry::step), Some(MAX_STEP));
         assert_eq!(wheel.remove(b, 3), Some(2));
         assert_eq!(wheel.remove(b, 3), None);
-        assert_eq!(wheel.remove(a, MAX_TICK), Some(1));
+        assert_eq!(wheel.remove(a, MAX_STEP), Some(1));
     }
 
     #[test]
-    fn huge_ticks_saturate() {
+    fn huge_steps_saturate() {
         let mut wheel = Wheel::new(1024);
         wheel.insert(u64::MAX, 1).unwrap();
         assert!(wheel.next_expiration().is_some());
-        assert_eq!(collect(&mut wheel, MAX_TICK - 1), Vec::<u32>::new());
+        assert_eq!(collect(&mut wheel, MAX_STEP - 1), Vec::<u32>::new());
         assert_eq!(collect(&mut wheel, u64::MAX), vec![1]);
     }
 }

@@ -1,8 +1,8 @@
 //! The wheel against a `BTreeMap` model: random insert / remove (live and stale keys) /
-//! reschedule / advance sequences, huge ticks included. Every entry comes out exactly
-//! once, never before its tick; `len` and `next_expiration` agree with the model.
+//! reschedule / advance sequences, huge steps included. Every entry comes out exactly
+//! once, never before its step; `len` and `next_expiration` agree with the model.
 //!
-//! The model holds keys as the driver does: with the tick it last placed each at,
+//! The model holds keys as the driver does: with the step it last placed each at,
 //! keeping those whose entries were handed out (they must stay inert, and under
 //! `cfg(test)` generations wrap every three inserts, so their index and generation
 //! soon name another entry) and forgetting those it removed itself. An advance may
@@ -14,20 +14,20 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use crate::wheel::{InsertError, Key, Wheel, MAX_TICK};
+use crate::wheel::{InsertError, Key, Wheel, MAX_STEP};
 
 #[derive(Debug, Clone)]
 pub(crate) enum Op {
     /// Insert at `elapsed + delta` (0 = already elapsed).
     Insert(u64),
-    /// Insert at an absolute, possibly huge, tick.
+    /// Insert at an absolute, possibly huge, step.
     InsertAbsolute(u64),
     /// Remove with the n-th key held (live or handed out).
     Remove(usize),
     /// Move the n-th key held to `elapsed + delta`.
     Reschedule(usize, u64),
-    /// One call advancing by `delta` ticks, handing out at most `limit`; it may stop
-    /// partway, even inside a tick.
+    /// One call advancing by `delta` steps, handing out at most `limit`; it may stop
+    /// partway, even inside a step.
     Advance(u64, usize),
 }
 
@@ -35,9 +35,9 @@ pub(crate) enum Op {
 fn op() -> impl proptest::strategy::Strategy<Value = Op> {
     use proptest::prelude::*;
     prop_oneof![
-        // Near ticks often: the tick an advance stopped inside is one ahead.
+        // Near steps often: the step an advance stopped inside is one ahead.
         4 => prop_oneof![0u64..3, 0u64..80].prop_map(Op::Insert),
-        1 => prop_oneof![Just(u64::MAX), Just(MAX_TICK), Just(MAX_TICK - 1), 1u64 << 40..1u64 << 50]
+        1 => prop_oneof![Just(u64::MAX), Just(MAX_STEP), Just(MAX_STEP - 1), 1u64 << 40..1u64 << 50]
             .prop_map(Op::InsertAbsolute),
         2 => any::<usize>().prop_map(Op::Remove),
         2 => (any::<usize>(), 0u64..80).prop_map(|(k, d)| Op::Reschedule(k, d)),
@@ -48,9 +48,9 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
 
 struct Model {
     wheel: Wheel<u32>,
-    /// Live entries: value -> (key, tick).
+    /// Live entries: value -> (key, step).
     live: BTreeMap<u32, (Key, u64)>,
-    /// Keys held, with the tick each names its entry at; `None` once removed.
+    /// Keys held, with the step each names its entry at; `None` once removed.
     keys: Vec<Option<(Key, u64)>>,
     fired: HashSet<u32>,
     next_value: u32,
@@ -67,30 +67,30 @@ impl Model {
         }
     }
 
-    fn insert(&mut self, tick: u64) {
+    fn insert(&mut self, step: u64) {
         let value = self.next_value;
         self.next_value += 1;
-        let open = self.wheel.first_open_tick();
-        match self.wheel.insert(tick, value) {
+        let open = self.wheel.first_open_step();
+        match self.wheel.insert(step, value) {
             Ok(key) => {
-                assert!(tick >= open);
-                let tick = tick.min(MAX_TICK);
-                self.live.insert(value, (key, tick));
-                self.keys.push(Some((key, tick)));
+                assert!(step >= open);
+                let step = step.min(MAX_STEP);
+                self.live.insert(value, (key, step));
+                self.keys.push(Some((key, step)));
             }
             Err((v, InsertError::Elapsed)) => {
                 assert_eq!(v, value);
-                assert!(tick < open);
+                assert!(step < open);
             }
             Err((_, InsertError::Full)) => unreachable!("tiny test wheel"),
         }
     }
 
-    /// The live entry the wheel holds under `key` at `tick`, if any.
-    fn live_value(&self, (key, tick): (Key, u64)) -> Option<u32> {
+    /// The live entry the wheel holds under `key` at `step`, if any.
+    fn live_value(&self, (key, step): (Key, u64)) -> Option<u32> {
         self.live
             .iter()
-            .find(|(_, &held)| held == (key, tick))
+            .find(|(_, &held)| held == (key, step))
             .map(|(v, _)| *v)
     }
 
@@ -101,12 +101,12 @@ impl Model {
     }
 
     fn remove(&mut self, n: usize) {
-        let Some((n, (key, tick))) = self.held(n) else {
+        let Some((n, (key, step))) = self.held(n) else {
             return;
         };
-        let expected = self.live_value((key, tick));
+        let expected = self.live_value((key, step));
         assert_eq!(
-            self.wheel.remove(key, tick),
+            self.wheel.remove(key, step),
             expected,
             "a key removes its own entry or nothing"
         );
@@ -117,14 +117,14 @@ impl Model {
     }
 
     fn reschedule(&mut self, n: usize, delta: u64) {
-        let Some((n, (key, tick))) = self.held(n) else {
+        let Some((n, (key, step))) = self.held(n) else {
             return;
         };
         let to = self.wheel.elapsed() + delta;
-        let open = self.wheel.first_open_tick();
+        let open = self.wheel.first_open_step();
         match (
-            self.live_value((key, tick)),
-            self.wheel.reschedule(key, tick, to),
+            self.live_value((key, step)),
+            self.wheel.reschedule(key, step, to),
         ) {
             (Some(v), Ok(())) => {
                 assert!(to >= open);
@@ -132,7 +132,7 @@ impl Model {
                 self.keys[n] = Some((key, to));
             }
             (Some(v), Err(Some(out))) => {
-                assert!(to < open, "only an elapsed tick hands the entry back");
+                assert!(to < open, "only an elapsed step hands the entry back");
                 assert_eq!(out, v);
                 self.live.remove(&v);
                 self.keys[n] = None;
@@ -149,25 +149,25 @@ impl Model {
         let done = self.wheel.advance(to, limit, |v| out.push(v));
         assert!(out.len() <= limit.max(1), "handed out past the limit");
         for v in out {
-            let (_, tick) = self
+            let (_, step) = self
                 .live
                 .remove(&v)
                 .expect("handed out once, and only live entries");
             assert!(
-                tick <= to,
-                "entry due at {tick} handed out advancing to {to}"
+                step <= to,
+                "entry due at {step} handed out advancing to {to}"
             );
             assert!(self.fired.insert(v));
         }
         let elapsed = self.wheel.elapsed();
         if done {
-            assert_eq!(elapsed, to.min(MAX_TICK));
+            assert_eq!(elapsed, to.min(MAX_STEP));
         } else {
             assert!(elapsed < to);
         }
-        // Nothing due by a processed tick is left behind.
+        // Nothing due by a processed step is left behind.
         assert!(
-            self.live.values().all(|&(_, tick)| tick > elapsed),
+            self.live.values().all(|&(_, step)| step > elapsed),
             "entry left behind"
         );
         done
@@ -216,7 +216,7 @@ pub(crate) fn check(slots: usize, ops: &[Op]) {
     for op in ops {
         match *op {
             Op::Insert(delta) => model.insert(model.wheel.elapsed() + delta),
-            Op::InsertAbsolute(tick) => model.insert(tick),
+            Op::InsertAbsolute(step) => model.insert(step),
             Op::Remove(n) => model.remove(n),
             Op::Reschedule(n, delta) => model.reschedule(n, delta),
             Op::Advance(delta, limit) => {
@@ -227,7 +227,7 @@ pub(crate) fn check(slots: usize, ops: &[Op]) {
     }
     let remaining = model.live.len();
     let before = model.fired.len();
-    while !model.advance(MAX_TICK - model.wheel.elapsed(), usize::MAX) {}
+    while !model.advance(MAX_STEP - model.wheel.elapsed(), usize::MAX) {}
     assert_eq!(model.fired.len(), before + remaining);
     assert_eq!(model.wheel.len(), 0);
 }

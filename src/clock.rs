@@ -1,0 +1,236 @@
+//! [`Clock`]: the arithmetic between instants and the wheel's steps, with no state
+//! but the timer's origin and tick.
+//!
+//! The wheel counts *steps* of a quarter of the configured tick ([`STEPS_PER_TICK`]),
+//! numbered from the timer's origin: step `k` ends at `origin + k * tick / 4`. A
+//! deadline goes to the first step that ends at or after it ([`Clock::step_at_offset`],
+//! rounding up), and the driver processes step `k` only once the clock has passed its
+//! end ([`Clock::step_now`], rounding down). That pair of roundings is the whole "never
+//! early" argument; lateness is the rest of the step plus however late the runtime
+//! woke the driver.
+//!
+//! Deadlines are kept as signed nanoseconds from the origin ([`Clock::offset_of`]),
+//! eight bytes instead of an `Instant`'s sixteen; far ones saturate, never overflow.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::wheel::MAX_STEP;
+
+/// Steps per configured tick (fewer only when the wheel would otherwise exceed 2^20
+/// slots).
+///
+/// Tokio wakes the driver on its own millisecond grid, which rarely meets the end of
+/// one of our ticks. Each turn fires every step that has ended, so a timer whose
+/// deadline comes early in a tick fires at the first wakeup after it, as a Tokio
+/// sleep would, instead of waiting for the whole tick to end. The driver still asks
+/// Tokio to wake it only at the ends of configured ticks ([`Clock::wake_step`]), so
+/// finer steps do not mean more wakeups. The cost is four list heads per tick of
+/// `wheel_size` in each wheel.
+pub(crate) const STEPS_PER_TICK: usize = 4;
+
+/// How far ahead saturating deadlines go: about 30 years, as tokio's do.
+const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
+
+/// Maps instants to steps and back. Step `k` ends at `origin + k * tick /
+/// steps_per_tick`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    origin: Instant,
+    /// The configured tick, as [`Timer::tick`](crate::Timer::tick) reports it.
+    tick: Duration,
+    /// Steps per configured tick: [`STEPS_PER_TICK`], or fewer for the largest wheels.
+    steps_per_tick: u64,
+    /// A step, in nanoseconds; at least 1.
+    step_ns: u64,
+}
+
+impl Clock {
+    pub(crate) fn new(origin: Instant, tick: Duration, steps_per_tick: usize) -> Self {
+        let steps_per_tick = u64::try_from(steps_per_tick.max(1)).unwrap_or(1);
+        let step_ns = (nanos(tick) / steps_per_tick).max(1);
+        Clock {
+            origin,
+            tick,
+            steps_per_tick,
+            step_ns,
+        }
+    }
+
+    /// The first step that ends at or after `deadline` (saturating). The code uses
+    /// [`step_at_offset`](Clock::step_at_offset), on the offsets it stores instead.
+    #[cfg(test)]
+    pub(crate) fn step_at(&self, deadline: Instant) -> u64 {
+        self.steps_rounding_up(nanos(deadline.saturating_duration_since(self.origin)))
+    }
+
+    /// The first step that ends at or after `ns` past the origin (saturating).
+    fn steps_rounding_up(&self, ns: u64) -> u64 {
+        (ns / self.step_ns + u64::from(ns % self.step_ns != 0)).min(MAX_STEP)
+    }
+
+    /// `deadline` as signed nanoseconds from the origin, saturating at ±292 years.
+    pub(crate) fn offset_of(&self, deadline: Instant) -> i64 {
+        if deadline >= self.origin {
+            i64::try_from(nanos(deadline - self.origin)).unwrap_or(i64::MAX)
+        } else {
+            -i64::try_from(nanos(self.origin - deadline)).unwrap_or(i64::MAX)
+        }
+    }
+
+    /// The instant `offset` nanoseconds from the origin.
+    pub(crate) fn instant_at(&self, offset: i64) -> Instant {
+        let d = Duration::from_nanos(offset.unsigned_abs());
+        if offset >= 0 {
+            self.origin
+                .checked_add(d)
+                .unwrap_or_else(|| far_future(self.origin))
+        } else {
+            self.origin.checked_sub(d).unwrap_or(self.origin)
+        }
+    }
+
+    /// Whether the step of the deadline at `offset` is at or before `elapsed`, i.e.
+    /// `step_at_offset(offset) <= elapsed`, with a multiplication instead of the
+    /// division: a `Sleep` asks this on every poll and drop.
+    pub(crate) fn is_processed(&self, offset: i64, elapsed: u64) -> bool {
+        match u64::try_from(offset) {
+            // ceil(ns / step) <= elapsed  <=>  ns <= elapsed * step
+            Ok(ns) => elapsed >= MAX_STEP || ns <= elapsed.saturating_mul(self.step_ns),
+            Err(_) => true,
+        }
+    }
+
+    /// The first step that ends at or after the deadline `offset` (saturating).
+    pub(crate) fn step_at_offset(&self, offset: i64) -> u64 {
+        u64::try_from(offset).map_or(0, |ns| self.steps_rounding_up(ns))
+    }
+
+    /// The offset of `duration` after `now`, saturating as [`deadline_after`] does.
+    pub(crate) fn offset_after(&self, now: Instant, duration: Duration) -> i64 {
+        let far = i64::try_from(FAR_FUTURE.as_nanos()).unwrap_or(i64::MAX);
+        let duration = i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX);
+        self.offset_of(now).saturating_add(duration.min(far))
+    }
+
+    /// The last step that has ended by `now`.
+    pub(crate) fn step_now(&self, now: Instant) -> u64 {
+        (nanos(now.saturating_duration_since(self.origin)) / self.step_ns).min(MAX_STEP)
+    }
+
+    /// The last step of the configured tick that `step` lies in: the driver wakes only
+    /// at ticks' ends (or at Tokio's millisecond just before one), so that a timer
+    /// costs no more wakeups than with a wheel of whole ticks.
+    pub(crate) fn wake_step(&self, step: u64) -> u64 {
+        step.div_ceil(self.steps_per_tick)
+            .saturating_mul(self.steps_per_tick)
+            .min(MAX_STEP)
+    }
+
+    /// When step `step` ends.
+    pub(crate) fn step_end(&self, step: u64) -> Instant {
+        let ns = step.saturating_mul(self.step_ns);
+        self.origin
+            .checked_add(Duration::from_nanos(ns))
+            .unwrap_or_else(|| far_future(self.origin))
+    }
+
+    /// The configured tick.
+    pub(crate) fn tick(&self) -> Duration {
+        self.tick
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Where saturating deadlines go: [`FAR_FUTURE`] after `from`.
+pub(crate) fn far_future(from: Instant) -> Instant {
+    from + FAR_FUTURE
+}
+
+/// `from + d`, saturating to [`far_future`] instead of overflowing.
+pub(crate) fn deadline_after(from: Instant, d: Duration) -> Instant {
+    from.checked_add(d).unwrap_or_else(|| far_future(from))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_round_deadlines_up_and_now_down() {
+        let origin = Instant::now();
+        let clock = Clock::new(origin, Duration::from_millis(10), 1);
+        assert_eq!(clock.step_at(origin), 0);
+        assert_eq!(clock.step_at(origin + Duration::from_millis(1)), 1);
+        assert_eq!(clock.step_at(origin + Duration::from_millis(10)), 1);
+        assert_eq!(clock.step_at(origin + Duration::from_millis(11)), 2);
+        assert_eq!(clock.step_now(origin + Duration::from_millis(9)), 0);
+        assert_eq!(clock.step_now(origin + Duration::from_millis(10)), 1);
+        assert_eq!(clock.step_end(3), origin + Duration::from_millis(30));
+    }
+
+    #[test]
+    fn steps_are_quarter_ticks_and_the_driver_wakes_for_whole_ticks() {
+        let origin = Instant::now();
+        let ms = |n: u64| origin + Duration::from_micros(n * 100); // tenths of a ms
+        let clock = Clock::new(origin, Duration::from_millis(10), 4);
+        assert_eq!(clock.tick(), Duration::from_millis(10));
+        assert_eq!(clock.step_at(ms(10)), 1);
+        assert_eq!(clock.step_at(ms(25)), 1);
+        assert_eq!(clock.step_at(ms(26)), 2);
+        assert_eq!(clock.step_now(ms(24)), 0);
+        assert_eq!(clock.step_now(ms(99)), 3);
+        assert_eq!(clock.step_end(1), ms(25));
+        assert_eq!(
+            [0, 1, 3, 4, 5, 8, 9].map(|t| clock.wake_step(t)),
+            [0, 4, 4, 4, 8, 8, 12]
+        );
+        assert_eq!(clock.step_end(clock.wake_step(1)), ms(100));
+    }
+
+    #[test]
+    fn offsets_round_trip_and_round_like_instants() {
+        let origin = Instant::now() + Duration::from_secs(10);
+        let clock = Clock::new(origin, Duration::from_millis(10), 1);
+        for ns in [0, 1, -1, 9_999_999, 10_000_000, 10_000_001, -5_000_000_000] {
+            let instant = clock.instant_at(ns);
+            assert_eq!(clock.offset_of(instant), ns);
+            let tick = clock.step_at_offset(ns);
+            assert_eq!(tick, clock.step_at(instant), "{ns}");
+            for elapsed in [0, 1, 2, tick.saturating_sub(1), tick, tick + 1, u64::MAX] {
+                assert_eq!(
+                    clock.is_processed(ns, elapsed),
+                    tick <= elapsed,
+                    "{ns} {elapsed}"
+                );
+            }
+        }
+        // Past 292 years the offset saturates; the tick stays in range.
+        let far = origin + Duration::from_secs(86_400 * 365 * 400);
+        assert_eq!(clock.offset_of(far), i64::MAX);
+        assert!(clock.step_at_offset(i64::MAX) <= MAX_STEP);
+        let tiny = Clock::new(origin, Duration::from_nanos(1), 1);
+        assert_eq!(tiny.step_at_offset(i64::MAX), MAX_STEP);
+        assert!(tiny.is_processed(i64::MAX, MAX_STEP));
+        assert!(!tiny.is_processed(i64::MAX, MAX_STEP - 1));
+        let after = clock.offset_after(origin, Duration::MAX);
+        assert_eq!(clock.instant_at(after), far_future(origin));
+    }
+
+    #[test]
+    fn far_deadlines_saturate() {
+        let origin = Instant::now();
+        // The finest tick the builder allows: 30 years fit in the wheel's range.
+        let clock = Clock::new(origin, crate::config::MIN_TICK, STEPS_PER_TICK);
+        let far = deadline_after(origin, Duration::MAX);
+        assert_eq!(far, far_future(origin));
+        assert!(clock.step_at(far) < MAX_STEP);
+        assert!(clock.step_end(MAX_STEP) > origin);
+        let coarse = Clock::new(origin, Duration::MAX, 1);
+        assert_eq!(coarse.step_at(far), 1);
+    }
+}

@@ -1,0 +1,283 @@
+//! What a [`Scheduled`](crate::Scheduled) asks of the driver (schedule, cancel, its
+//! callback's state), the keep-alive that lets a detached callback outlive every
+//! handle, and handing expired callbacks to their [`Executor`].
+//!
+//! A callback's entry is named by its [`Registration`] and its step, as a future's is;
+//! its handle also keeps a `cancelled` flag, set under the shard's lock by the cancel
+//! that took the entry out, and read under it before anything else.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+
+use super::{lock, Registration, Shared, RETAIN};
+use crate::callback::{run_caught, Callback};
+use crate::sync::AtomicBool;
+use crate::wheel::{MAX_ENTRIES, MAX_STEP};
+use crate::{Error, Executor};
+
+/// Where a callback is, as its [`Scheduled`](crate::Scheduled) handle sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallbackState {
+    /// In the wheel.
+    Scheduled,
+    /// Taken out by the driver and handed to the executor.
+    Expired,
+    /// Taken out by its handle's `cancel`.
+    Cancelled,
+    /// Taken out by shutdown, unrun.
+    Unfired,
+}
+
+/// An expired callback on its way to an executor other than the driver task. If it is
+/// dropped without having run (the executor panicked, shut down, or dropped it), it
+/// goes back to the timer to run on the driver task; nothing is lost silently.
+pub(crate) struct Job {
+    callback: Option<Callback>,
+    timer: Weak<Shared>,
+}
+
+impl Job {
+    pub(crate) fn new(callback: Callback, timer: &Arc<Shared>) -> Job {
+        Job {
+            callback: Some(callback),
+            timer: Arc::downgrade(timer),
+        }
+    }
+
+    /// Runs the callback here, catching and counting a panic.
+    pub(crate) fn run(mut self) {
+        if let Some(callback) = self.callback.take() {
+            if !run_caught(callback) {
+                if let Some(timer) = self.timer.upgrade() {
+                    timer.count_panic();
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if let Some(callback) = self.callback.take() {
+            match self.timer.upgrade() {
+                Some(timer) => timer.reject(callback),
+                // The timer is gone: this is the last place the callback can run.
+                None => {
+                    run_caught(callback);
+                }
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// Registers a callback due at its deadline; returns where it is and the step it
+    /// is due at, which together name it (see [`wheel`](crate::wheel)).
+    pub(crate) fn schedule(&self, callback: Callback) -> Result<(Registration, u64), Error> {
+        let step = self.clock.step_at_offset(callback.deadline());
+        if self.callbacks.fetch_add(1, Ordering::SeqCst) >= self.max_pending {
+            self.callback_gone();
+            return Err(Error::AtCapacity {
+                max: self.max_pending,
+            });
+        }
+        let (index, shard) = self.local();
+        let mut wheels = lock(&shard.wheels);
+        if self.shutdown.load(Ordering::SeqCst) {
+            drop(wheels);
+            // The closure is dropped after the lock: its captures may do anything.
+            drop(callback);
+            self.callback_gone();
+            return Err(Error::Shutdown);
+        }
+        // Due already: run at the next step rather than on the caller's stack.
+        let step = step.max(wheels.callbacks.first_open_step()).min(MAX_STEP);
+        match wheels.callbacks.insert(step, callback) {
+            Ok(key) => {
+                drop(wheels);
+                self.notify_if_earlier(step);
+                Ok((Registration { shard: index, key }, step))
+            }
+            Err((callback, _)) => {
+                drop(wheels);
+                drop(callback);
+                self.callback_gone();
+                Err(Error::AtCapacity {
+                    max: MAX_ENTRIES.min(self.max_pending),
+                })
+            }
+        }
+    }
+
+    /// Removes the callback at `reg`, due at `step`, if it is still pending, setting
+    /// `cancelled` under the lock. Returns whether it was pending: exactly one of this
+    /// returning `true` and the driver taking the callback out can happen, as both take
+    /// it out of the wheel under the shard's lock.
+    pub(crate) fn cancel_callback(
+        &self,
+        reg: Registration,
+        step: u64,
+        cancelled: &AtomicBool,
+    ) -> bool {
+        let mut wheels = lock(&self.shard(reg).wheels);
+        // Read under the lock that set it: a handle that removed its entry itself no
+        // longer names it, and must not reach whatever entry has its key now.
+        if cancelled.load(Ordering::Acquire) {
+            return false;
+        }
+        let Some(removed) = wheels.callbacks.remove(reg.key, step) else {
+            return false;
+        };
+        cancelled.store(true, Ordering::Release);
+        let released = wheels.callbacks.release_if_empty(RETAIN);
+        drop(wheels);
+        // The closure is dropped here, after the lock: its captures may do anything.
+        drop((removed, released));
+        self.callback_gone();
+        true
+    }
+
+    /// Where the callback at `reg`, due at `step`, is, decided under the lock its entry
+    /// moves under.
+    pub(crate) fn callback_state(
+        &self,
+        reg: Registration,
+        step: u64,
+        cancelled: &AtomicBool,
+    ) -> CallbackState {
+        let wheels = lock(&self.shard(reg).wheels);
+        if cancelled.load(Ordering::Acquire) {
+            CallbackState::Cancelled
+        } else if wheels.callbacks.contains(reg.key, step) {
+            CallbackState::Scheduled
+        } else if step > wheels.callbacks.elapsed() {
+            // Gone, not cancelled, its step not processed: only shutdown takes out an
+            // entry so (and the wheel stops there).
+            CallbackState::Unfired
+        } else {
+            CallbackState::Expired
+        }
+    }
+
+    /// A callback left the wheel: count it out, and release the keep-alive with the
+    /// last one.
+    fn callback_gone(&self) {
+        self.callbacks_gone(1);
+    }
+
+    pub(super) fn callbacks_gone(&self, n: usize) {
+        if n > 0 && self.callbacks.fetch_sub(n, Ordering::SeqCst) == n {
+            let mut keep_alive = lock(&self.keep_alive);
+            // Re-checked under the lock, after clearing the flag: a callback scheduled
+            // and detached since the count reached zero may have seen the flag still
+            // set, and relies on the keep-alive (loom:
+            // `detach_vs_last_callback_keeps_the_timer_alive`). Its count was added
+            // before it read the flag, so if it read it before this clear, this load
+            // sees its count.
+            self.kept_alive.store(false, Ordering::SeqCst);
+            let release = if self.callbacks.load(Ordering::SeqCst) == 0 {
+                keep_alive.take()
+            } else {
+                self.kept_alive
+                    .store(keep_alive.is_some(), Ordering::SeqCst);
+                None
+            };
+            drop(keep_alive);
+            // Dropped after the lock: it may be the last reference.
+            drop(release);
+        }
+    }
+
+    /// A callback's handle was detached: keep the timer alive until no callback is
+    /// pending, since that one has nothing else keeping it.
+    ///
+    /// Once shut down (or the driver lost) nothing will run it, so it keeps nothing
+    /// alive: `shutdown` returns it, or the last handle's drop drops it.
+    pub(crate) fn detach(self: &Arc<Self>) {
+        // Lock-free when the timer already keeps itself alive, as it does while any
+        // detached callback is pending: `callbacks_gone` clears the flag before it
+        // re-reads the count, so seeing it set here means our (counted) callback is
+        // seen there.
+        if self.kept_alive.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut keep_alive = lock(&self.keep_alive);
+        // Checked under the keep-alive lock, under which `callbacks_gone` re-reads the
+        // count before releasing: either it sees our callback counted, or we see the
+        // keep-alive gone and set it again.
+        // `driver_lost` sets the shutdown flag before it takes this lock to release the
+        // keep-alive, so either it releases what we set, or we see the flag.
+        if self.callbacks.load(Ordering::SeqCst) > 0 && keep_alive.is_none() && !self.is_shutdown()
+        {
+            *keep_alive = Some(self.clone());
+            self.kept_alive.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn kept_alive(&self) -> bool {
+        lock(&self.keep_alive).is_some()
+    }
+
+    pub(crate) fn count_panic(&self) {
+        self.counters.panics.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Takes back an expired callback that its executor dropped without running it; the
+    /// driver runs it inline on its next turn (or here, if the timer is shut down).
+    pub(crate) fn reject(&self, callback: Callback) {
+        self.counters.rejections.fetch_add(1, Ordering::Relaxed);
+        let mut rejected = lock(&self.rejected);
+        if self.is_shutdown() {
+            drop(rejected);
+            if !run_caught(callback) {
+                self.count_panic();
+            }
+            return;
+        }
+        rejected.push(callback);
+        drop(rejected);
+        self.notify.notify_one();
+    }
+
+    /// Hands an expired callback to the configured executor.
+    pub(super) fn dispatch(self: &Arc<Self>, callback: Callback) {
+        match &self.executor {
+            Executor::Inline => self.run_inline(callback),
+            Executor::Spawn | Executor::Blocking if self.runtime.is_none() => {
+                self.run_inline(callback)
+            }
+            Executor::Spawn => {
+                let job = Job::new(callback, self);
+                let runtime = self.runtime.as_ref().expect("checked above");
+                drop(runtime.spawn(async move {
+                    // Spawned from the driver's worker, this task lands in that worker's
+                    // LIFO slot, which wakes no idle worker; if the callback then blocks,
+                    // nobody drives tokio's timer and every timer stalls behind it.
+                    // Yielding once moves it to the stealable run queue and wakes an
+                    // idle worker first.
+                    tokio::task::yield_now().await;
+                    job.run()
+                }));
+            }
+            Executor::Blocking => {
+                let job = Job::new(callback, self);
+                let runtime = self.runtime.as_ref().expect("checked above");
+                drop(runtime.spawn_blocking(move || job.run()));
+            }
+            Executor::Custom(execute) => {
+                let job = Job::new(callback, self);
+                // A panicking executor drops the job while unwinding; the job then comes
+                // back through `reject`.
+                let _ = catch_unwind(AssertUnwindSafe(|| execute(Box::new(move || job.run()))));
+            }
+        }
+    }
+
+    pub(super) fn run_inline(&self, callback: Callback) {
+        if !run_caught(callback) {
+            self.count_panic();
+        }
+    }
+}

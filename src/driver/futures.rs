@@ -1,0 +1,102 @@
+//! What a [`Sleep`](crate::Sleep) asks of the driver: register its waker at a step,
+//! replace the waker, move the entry, cancel it, and whether it has fired.
+//!
+//! An entry is named by its [`Registration`] and the step it is due at, which the
+//! `Sleep` derives from its deadline: a `Sleep` whose entry fired can never reach the
+//! entry that later reuses its slab index (see [`wheel`](crate::wheel)).
+
+use std::sync::atomic::Ordering;
+use std::task::Waker;
+
+use super::{lock, Registration, Shared, RETAIN};
+use crate::wheel::InsertError;
+
+/// Outcome of a registration attempt.
+pub(crate) enum Registered {
+    /// In the wheel here.
+    Pending(Registration),
+    /// Due already (or the timer is shut down): complete now.
+    Due,
+}
+
+impl Shared {
+    /// Whether `reg`, due at the deadline `offset` (see [`Clock::offset_of`]), has
+    /// certainly fired (lock-free).
+    pub(crate) fn has_fired(&self, reg: Registration, offset: i64) -> bool {
+        let elapsed = self.shard(reg).elapsed.load(Ordering::Acquire);
+        self.clock.is_processed(offset, elapsed)
+    }
+
+    /// Registers a future's waker at `step`.
+    pub(crate) fn register(&self, step: u64, waker: &Waker) -> Registered {
+        let (index, shard) = self.local();
+        let mut wheels = lock(&shard.wheels);
+        if self.shutdown.load(Ordering::SeqCst) {
+            return Registered::Due;
+        }
+        match wheels.futures.insert(step, waker.clone()) {
+            Ok(key) => {
+                drop(wheels);
+                self.notify_if_earlier(step);
+                Registered::Pending(Registration { shard: index, key })
+            }
+            // Entries are 32 bytes and a shard holds 2^32 - 1 of them; a future's
+            // registration that would overflow it completes instead of panicking.
+            Err((_, InsertError::Elapsed | InsertError::Full)) => Registered::Due,
+        }
+    }
+
+    /// Replaces the waker of `reg`, due at `step`, unless it would wake the same task.
+    /// Returns `false` if the entry has fired.
+    pub(crate) fn update_waker(&self, reg: Registration, step: u64, waker: &Waker) -> bool {
+        let mut wheels = lock(&self.shard(reg).wheels);
+        match wheels.futures.get_mut(reg.key, step) {
+            Some(stored) => {
+                if !stored.will_wake(waker) {
+                    let old = std::mem::replace(stored, waker.clone());
+                    drop(wheels);
+                    drop(old);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes a future's entry, due at `step`, if it is still pending.
+    pub(crate) fn cancel(&self, reg: Registration, step: u64) {
+        let mut wheels = lock(&self.shard(reg).wheels);
+        let removed = wheels.futures.remove(reg.key, step);
+        let released = wheels.futures.release_if_empty(RETAIN);
+        drop(wheels);
+        // Dropped here, after the lock: dropping a waker can run arbitrary code.
+        drop((removed, released));
+    }
+
+    /// Whether the future's entry `reg`, due at `step`, is still in the wheel.
+    pub(crate) fn is_pending(&self, reg: Registration, step: u64) -> bool {
+        lock(&self.shard(reg).wheels)
+            .futures
+            .contains(reg.key, step)
+    }
+
+    /// Moves `reg` from `step` to `to`. Returns `false` (and wakes the entry's task)
+    /// when the entry has already fired or `to` has already been processed.
+    pub(crate) fn reschedule(&self, reg: Registration, step: u64, to: u64) -> bool {
+        let mut wheels = lock(&self.shard(reg).wheels);
+        match wheels.futures.reschedule(reg.key, step, to) {
+            Ok(()) => {
+                drop(wheels);
+                self.notify_if_earlier(to);
+                true
+            }
+            Err(fired) => {
+                drop(wheels);
+                if let Some(waker) = fired {
+                    waker.wake();
+                }
+                false
+            }
+        }
+    }
+}

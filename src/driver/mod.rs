@@ -1,0 +1,404 @@
+//! The driver: the sharded wheels every timer of a [`Timer`](crate::Timer) shares, and
+//! the Tokio task that turns them.
+//!
+//! Everything that knows about locking or waking lives here; the [`wheel`](crate::wheel)
+//! it turns knows none of it, and the [`clock`](crate::clock) does the arithmetic of
+//! time. Handles reach the wheels only through [`Shared`]'s methods, which keep each
+//! lock short and never wake a waker, run a callback, or drop either, while holding it.
+//!
+//! * `mod.rs` — the shared state: shards, registrations, anchors.
+//! * `futures.rs` — what a [`Sleep`](crate::Sleep) asks: register, update its waker,
+//!   move, cancel.
+//! * `callbacks.rs` — what a [`Scheduled`](crate::Scheduled) asks, the keep-alive of
+//!   detached callbacks, and handing expired callbacks to their executor.
+//! * `turn.rs` — one turn of the driver, parking without lost wakeups, shutdown.
+//! * `task.rs` — the Tokio task that turns, and when it asks Tokio to wake it.
+//!
+//! # Implementation
+//!
+//! There is one shard per core, each two wheels (futures' wakers, callbacks) under
+//! one lock. A thread registers in its own shard and the timer remembers which
+//! ([`Registration`]), so threads that register and cancel at once rarely touch the
+//! same lock or cache line; the driver advances every shard to the same step.
+//!
+//! Futures and callback handles keep the timer alive through an [`Anchor`], a strong
+//! reference of their shard's own, so that threads creating and dropping timers write
+//! their own reference count rather than one they all share. The driver task holds
+//! only a `Weak` while it waits: when the last `Timer` clone and the last handle are
+//! gone, [`Shared`] drops, notifies the driver, and the driver ends.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64 as StdAtomicU64, AtomicUsize as StdAtomicUsize, Ordering};
+use std::sync::{Arc, PoisonError};
+use std::task::Waker;
+
+use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
+
+use crate::callback::Callback;
+use crate::clock::{Clock, STEPS_PER_TICK};
+use crate::config::{Config, MAX_WHEEL_SIZE};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard};
+use crate::wheel::{Key, Wheel, KEY_BITS};
+use crate::{Executor, Stats};
+
+mod callbacks;
+mod futures;
+mod task;
+mod turn;
+
+pub(crate) use callbacks::CallbackState;
+pub(crate) use futures::Registered;
+pub(crate) use task::start;
+#[cfg(loom)]
+pub(crate) use turn::Turn;
+
+/// How many timers one turn of the driver expires before it releases the lock, wakes
+/// them and yields to the runtime (every drain loop is bounded).
+const BATCH: usize = 4096;
+
+/// Entries' storage a shard keeps when it empties (~200 KiB); beyond that it is freed,
+/// so memory follows the load back down after a burst (the soak test checks it).
+const RETAIN: usize = 4096;
+
+/// Where a registered timer is: its shard and its key in that shard's wheel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Registration {
+    shard: u16,
+    key: Key,
+}
+
+/// Bits a shard index takes in [`Registration::to_bits`]: `MAX_SHARDS` is 64.
+const SHARD_BITS: u32 = 6;
+
+/// The bits [`Registration::to_bits`] uses (58).
+pub(crate) const REGISTRATION_BITS: u32 = KEY_BITS + SHARD_BITS;
+
+impl Registration {
+    /// The registration in [`REGISTRATION_BITS`] bits, for a `Sleep` to pack.
+    pub(crate) fn to_bits(self) -> u64 {
+        (self.key.to_bits() << SHARD_BITS) | u64::from(self.shard)
+    }
+
+    /// The inverse of [`to_bits`](Registration::to_bits).
+    pub(crate) fn from_bits(bits: u64) -> Registration {
+        Registration {
+            shard: (bits & ((1 << SHARD_BITS) - 1)) as u16,
+            key: Key::from_bits(bits >> SHARD_BITS),
+        }
+    }
+}
+
+const _: () = assert!(crate::config::MAX_SHARDS <= 1 << SHARD_BITS);
+
+/// A shard's two wheels, under one lock and always advanced to the same step.
+///
+/// Futures and callbacks are kept apart so that a future's entry holds only its waker:
+/// 32 bytes instead of the 40 a waker-or-callback enum would take, on the entry that
+/// every pending `Sleep` costs.
+#[derive(Debug)]
+pub(crate) struct Wheels {
+    futures: Wheel<Waker>,
+    callbacks: Wheel<Callback>,
+}
+
+impl Wheels {
+    fn new(slots: usize) -> Self {
+        Wheels {
+            futures: Wheel::new(slots),
+            callbacks: Wheel::new(slots),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.futures.len() + self.callbacks.len()
+    }
+
+    fn next_expiration(&self) -> Option<u64> {
+        match (
+            self.futures.next_expiration(),
+            self.callbacks.next_expiration(),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// Two wheels and their lock. Registrations go to the shard of the registering thread,
+/// so threads registering and cancelling at once rarely share a lock or a cache line;
+/// the driver turns every shard.
+#[repr(align(128))] // one shard per cache line pair, against false sharing
+struct Shard {
+    wheels: Mutex<Wheels>,
+    /// `wheels.futures.elapsed()`, mirrored after every change under the lock, so a
+    /// future can learn it has fired without taking the lock; `u64::MAX` once shut down.
+    elapsed: AtomicU64,
+}
+
+/// Statistics the driver keeps, for tests and benchmarks.
+#[derive(Debug, Default)]
+struct Counters {
+    wakeups: StdAtomicU64,
+    fired: StdAtomicU64,
+    panics: StdAtomicU64,
+    rejections: StdAtomicU64,
+    stranded: StdAtomicU64,
+}
+
+/// What every handle of one timer shares: the sharded wheel, the clock, and the way to
+/// wake the driver.
+pub(crate) struct Shared {
+    shards: Box<[Shard]>,
+    /// The step the driver will next process unprompted: `u64::MAX` when it waits for a
+    /// registration, `0` while it is busy. A registration due before it notifies the
+    /// driver. See [`Shared::park`] for why no registration can be missed.
+    parked_until: AtomicU64,
+    /// Set by shutdown or when the driver's runtime drops it, before the shards are
+    /// drained; read under a shard's lock. From then on nothing registers and every
+    /// future completes at once.
+    shutdown: AtomicBool,
+    /// Pending callbacks in all shards (the count `max_pending` bounds).
+    callbacks: AtomicUsize,
+    /// The timer itself, held while a detached callback may be pending: such a
+    /// callback has no handle to keep the timer alive, yet must run. Released (outside
+    /// the lock) when no callback is pending.
+    keep_alive: Mutex<Option<Arc<Shared>>>,
+    /// Whether `keep_alive` is set; written only under its lock, read without it by
+    /// `detach`'s fast path.
+    kept_alive: AtomicBool,
+    /// Expired callbacks an executor dropped unrun; the driver runs them inline.
+    rejected: Mutex<Vec<Callback>>,
+    pub(crate) clock: Clock,
+    wheel_size: usize,
+    max_pending: usize,
+    executor: Executor,
+    /// Where `Spawn` and `Blocking` callbacks go; `None` only in loom models, which
+    /// have no runtime (callbacks then run inline).
+    runtime: Option<tokio::runtime::Handle>,
+    notify: Arc<Notify>,
+    /// Becomes `true` when the driver task has ended (or was dropped).
+    stopped: watch::Sender<bool>,
+    /// The step the last complete turn processed to (every shard, every step up to it).
+    caught_up_to: StdAtomicU64,
+    /// Notified after every turn and when the driver ends: what `catch_up` waits on.
+    turned: Notify,
+    counters: Counters,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("clock", &self.clock)
+            .field("shards", &self.shards.len())
+            .field("executor", &self.executor)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A strong reference to [`Shared`] with a reference count of its own, one per shard.
+///
+/// Every `Sleep` and `Scheduled` holds one, taken from the creating thread's shard,
+/// instead of a `Timer` clone. Cloning an `Arc` writes its count; with one count for the
+/// whole timer, two workers creating and dropping timeouts passed that cache line to
+/// each other twice per timeout (about 7% of churn-mt's CPU in `perf`). `Timer` handles
+/// own the anchors, and each anchor keeps `Shared`, and so the driver, alive, as the
+/// `Timer` clone it replaces did.
+#[repr(align(128))] // the counts (at the start of the Arc) alone in their cache lines
+pub(crate) struct Anchor {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Anchor {
+    /// One anchor per shard of `shared`.
+    pub(crate) fn all(shared: &Arc<Shared>) -> Arc<[Arc<Anchor>]> {
+        (0..shared.shards.len())
+            .map(|_| {
+                Arc::new(Anchor {
+                    shared: shared.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// The calling thread's anchor among `anchors` (from [`Anchor::all`]).
+    pub(crate) fn local(anchors: &[Arc<Anchor>]) -> Arc<Anchor> {
+        anchors[thread_shard() % anchors.len()].clone()
+    }
+}
+
+/// Gives each thread a shard index: threads are numbered in the order they first
+/// register, so a runtime's workers land on different shards.
+fn thread_shard() -> usize {
+    static NEXT: StdAtomicUsize = StdAtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    SHARD.with(|shard| *shard)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing user-supplied runs under these locks except `Waker::clone`, done before
+    // any state changes, so a poisoned lock still guards consistent state.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    /// The shared state alone, without a driver task.
+    pub(crate) fn new(config: Config, runtime: Option<tokio::runtime::Handle>) -> Arc<Shared> {
+        let steps_per_tick = STEPS_PER_TICK.min(MAX_WHEEL_SIZE / config.wheel_size);
+        let shards = (0..config.shards)
+            .map(|_| Shard {
+                wheels: Mutex::new(Wheels::new(config.wheel_size * steps_per_tick)),
+                elapsed: AtomicU64::new(0),
+            })
+            .collect();
+        Arc::new(Shared {
+            shards,
+            parked_until: AtomicU64::new(u64::MAX),
+            shutdown: AtomicBool::new(false),
+            callbacks: AtomicUsize::new(0),
+            keep_alive: Mutex::new(None),
+            kept_alive: AtomicBool::new(false),
+            rejected: Mutex::new(Vec::new()),
+            clock: Clock::new(Instant::now(), config.tick, steps_per_tick),
+            wheel_size: config.wheel_size,
+            max_pending: config.max_pending,
+            executor: config.executor,
+            runtime,
+            notify: Arc::new(Notify::new()),
+            stopped: watch::Sender::new(false),
+            caught_up_to: StdAtomicU64::new(0),
+            turned: Notify::new(),
+            counters: Counters::default(),
+        })
+    }
+
+    fn shard(&self, reg: Registration) -> &Shard {
+        &self.shards[usize::from(reg.shard)]
+    }
+
+    /// The shard of the calling thread.
+    fn local(&self) -> (u16, &Shard) {
+        let index = thread_shard() % self.shards.len();
+        // At most `builder::MAX_SHARDS` shards, so the index fits.
+        (index as u16, &self.shards[index])
+    }
+
+    /// Number of entries in all shards.
+    pub(crate) fn pending(&self) -> usize {
+        self.shards.iter().map(|s| lock(&s.wheels).len()).sum()
+    }
+
+    pub(crate) fn wheel_size(&self) -> usize {
+        self.wheel_size
+    }
+
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        Stats {
+            pending: self.pending(),
+            driver_wakeups: self.counters.wakeups.load(Ordering::Relaxed),
+            fired: self.counters.fired.load(Ordering::Relaxed),
+            callback_panics: self.counters.panics.load(Ordering::Relaxed),
+            executor_rejections: self.counters.rejections.load(Ordering::Relaxed),
+            stranded_callbacks: self.counters.stranded.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // The last handle is gone: let the driver see that and end. Callbacks still in
+        // the wheel are dropped with it, unrun: only possible once the driver was lost,
+        // and counted then in `Stats::stranded_callbacks`.
+        self.notify.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registrations_pack_into_58_bits() {
+        let mut wheel = Wheel::new(4);
+        for _ in 0..3 {
+            let key = wheel.insert(2, ()).unwrap();
+            let reg = Registration { shard: 63, key };
+            assert!(reg.to_bits() < 1 << REGISTRATION_BITS);
+            assert_eq!(Registration::from_bits(reg.to_bits()), reg);
+        }
+    }
+
+    #[test]
+    fn a_wheel_has_four_slots_per_tick_up_to_two_to_the_twenty() {
+        for (ticks, slots) in [
+            (1, 4),
+            (1024, 4096),
+            (1 << 18, 1 << 20),
+            (1 << 19, 1 << 20),
+            (1 << 20, 1 << 20),
+        ] {
+            let mut config = crate::Builder::default().validate().expect("defaults");
+            config.wheel_size = ticks;
+            config.shards = 1;
+            let shared = Shared::new(config, None);
+            let wheels = lock(&shared.shards[0].wheels);
+            assert_eq!(
+                (wheels.futures.slots(), wheels.callbacks.slots()),
+                (slots, slots)
+            );
+            // A revolution still covers `ticks` configured ticks.
+            let revolution = shared.clock.step_end(slots as u64) - shared.clock.step_end(0);
+            assert_eq!(revolution, shared.clock.tick() * ticks as u32, "{ticks}");
+        }
+    }
+
+    #[test]
+    fn each_thread_holds_its_own_shards_anchor() {
+        let mut config = crate::Builder::default().validate().expect("defaults");
+        config.shards = 2;
+        let shared = Shared::new(config, None);
+        let anchors = Anchor::all(&shared);
+        assert_eq!(anchors.len(), 2);
+        assert_eq!(
+            Arc::strong_count(&shared),
+            3,
+            "the test's and one per anchor"
+        );
+        let here = Anchor::local(&anchors);
+        assert!(
+            Arc::ptr_eq(&here, &Anchor::local(&anchors)),
+            "same thread, same anchor"
+        );
+        // Each thread takes the anchor of its own shard number, and threads are
+        // numbered in turn, so new threads soon cover both (other tests' threads may
+        // take numbers in between, hence the loop).
+        let mut others: Vec<Arc<Anchor>> = Vec::new();
+        for _ in 0..64 {
+            let (number, anchor) = std::thread::scope(|s| {
+                s.spawn(|| (thread_shard(), Anchor::local(&anchors)))
+                    .join()
+                    .unwrap()
+            });
+            assert!(Arc::ptr_eq(&anchor, &anchors[number % 2]));
+            if !others.iter().any(|seen| Arc::ptr_eq(seen, &anchor)) {
+                others.push(anchor);
+            }
+            if others.len() == 2 {
+                break;
+            }
+        }
+        assert_eq!(others.len(), 2, "threads spread over both anchors");
+        // Holding an anchor holds the shared state: dropping everything else leaves it.
+        let weak = Arc::downgrade(&shared);
+        drop((shared, anchors, others));
+        assert!(weak.upgrade().is_some(), "`here` keeps it");
+        drop(here);
+        assert!(weak.upgrade().is_none());
+    }
+}

@@ -1,0 +1,185 @@
+//! The driver task: turn, then wait until the next expiration or a notification.
+//!
+//! It awaits a `tokio::time::Interval` with [`MissedTickBehavior::Skip`], reset before
+//! each wait to the end of the configured tick that holds the wheels' next expiration
+//! ([`Clock::wake_step`]): the earliest deadline, or the moment a far one moves down a
+//! level of the wheel, so a lone far deadline costs a handful of wakeups. When the
+//! runtime wakes it late, a turn processes every step up to the clock anyway, so
+//! `Burst`'s make-up ticks would find nothing to do. With nothing pending it waits on
+//! a [`Notify`] alone: no wakeups while idle.
+//!
+//! Tokio rounds the interval's deadline up to its own whole millisecond, counted from
+//! the runtime's start, which is not where our ticks end. So the driver asks for the
+//! last of Tokio's milliseconds at or before the tick's end, where Tokio fires its own
+//! sleeps of that tick, or for the next one if that has passed ([`wake_at`]); and when
+//! a turn took so long that the next expiration has passed meanwhile, it turns again
+//! (after the tasks it woke) instead of waiting for Tokio.
+
+use std::future::Future;
+use std::panic::catch_unwind;
+use std::pin::pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::task::Poll;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::{Instant, Interval, MissedTickBehavior};
+
+use super::turn::Turn;
+use super::Shared;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::Error;
+
+/// Creates the shared state and spawns its driver on `runtime`.
+pub(crate) fn start(
+    config: Config,
+    runtime: &tokio::runtime::Handle,
+) -> Result<Arc<Shared>, Error> {
+    let step = config.tick;
+    let interval = {
+        let _enter = runtime.enter();
+        // tokio panics when the runtime was built without its time driver; turn that
+        // into an error here rather than a panic in the driver task later.
+        catch_unwind(|| {
+            let mut interval = tokio::time::interval(step);
+            interval.set_missed_tick_behavior(MissedTickBehavior::Skip);
+            interval
+        })
+        .map_err(|_| {
+            Error::InvalidConfig(
+                "the Tokio runtime has no time driver: build it with enable_time() or enable_all()"
+                    .into(),
+            )
+        })?
+    };
+    let shared = Shared::new(config, Some(runtime.clone()));
+    // The guard is made here and moved into the task, not made by the task's body:
+    // a runtime dropped before it first polls the task still drops the guard.
+    let guard = DriverGuard {
+        shared: Arc::downgrade(&shared),
+    };
+    runtime.spawn(run(guard, shared.notify.clone(), interval));
+    Ok(shared)
+}
+
+/// Marks the driver stopped when its task ends, and completes every pending future if
+/// the task is dropped before it ends by itself (its runtime shut down, perhaps before
+/// ever running it), so that no task elsewhere waits forever.
+struct DriverGuard {
+    shared: Weak<Shared>,
+}
+
+impl Drop for DriverGuard {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.upgrade() {
+            if !shared.is_shutdown() {
+                shared.driver_lost();
+            }
+            shared.stopped.send_replace(true);
+            shared.turned.notify_waiters();
+        }
+    }
+}
+
+/// When the driver, at `now`, asks Tokio to wake it for the next expiration `next`;
+/// `None` if that step has already ended (the turn took that long), so that the
+/// driver turns again instead of waiting for Tokio.
+///
+/// The driver wakes for the end of the configured tick that holds `next`
+/// ([`Clock::wake_step`]). Tokio's timer counts whole milliseconds from its runtime's
+/// start and rounds every deadline up to the next one. That end rarely falls on
+/// Tokio's grid (we cannot see where it lies), so asking for the end itself would wait
+/// for the millisecond boundary after it: a sleep Tokio would have woken at the
+/// boundary before the end waits one more millisecond with us. Asking for
+/// `end - 999_999 ns` makes Tokio round to the last boundary at or before the end
+/// instead, where it fires its own sleeps of that tick. If that boundary has already
+/// passed (the end is less than a millisecond away), Tokio would fire at once, so the
+/// driver asks for `now` instead, which Tokio rounds to the next boundary. Either way
+/// Tokio does the rounding against a grid only it knows: no boundary is guessed, none
+/// is ever in the past, and a wakeup at a boundary before the end (the turn fires only
+/// the steps that have ended) is followed by one at the next boundary.
+fn wake_at(clock: &Clock, next: u64, now: Instant) -> Option<Instant> {
+    const ROUNDING: Duration = Duration::from_nanos(999_999);
+    if clock.step_end(next) <= now {
+        return None;
+    }
+    let end = clock.step_end(clock.wake_step(next));
+    let boundary_before_end = end.checked_sub(ROUNDING).unwrap_or(end);
+    Some(boundary_before_end.max(now + Duration::from_nanos(1)))
+}
+
+/// The driver task.
+async fn run(guard: DriverGuard, notify: Arc<Notify>, mut interval: Interval) {
+    let weak = guard.shared.clone();
+    let mut expired = Vec::new();
+    loop {
+        let Some(shared) = weak.upgrade() else { return };
+        shared.counters.wakeups.fetch_add(1, Ordering::Relaxed);
+        let clock = shared.clock;
+        let next = match shared.turn(&mut expired) {
+            Turn::Exit => return,
+            Turn::Again => {
+                drop(shared);
+                tokio::task::yield_now().await;
+                continue;
+            }
+            Turn::Park { next } => next,
+        };
+        // Hold only the `Weak` while waiting, so that dropping the last handle ends
+        // the driver (detached callbacks hold the timer through `Shared::keep_alive`).
+        drop(shared);
+        let notified = pin!(notify.notified());
+        match next {
+            None => notified.await,
+            Some(next) => match wake_at(&clock, next, Instant::now()) {
+                Some(at) => {
+                    interval.reset_at(at);
+                    wait(notified, &mut interval).await;
+                }
+                // Due already: turn again once the tasks just woken have run.
+                None => tokio::task::yield_now().await,
+            },
+        }
+    }
+}
+
+/// Waits for a notification or the interval's next tick.
+async fn wait(
+    mut notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
+    interval: &mut Interval,
+) {
+    std::future::poll_fn(|cx| {
+        if notified.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(());
+        }
+        interval.poll_tick(cx).map(drop)
+    })
+    .await
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_driver_asks_tokio_for_the_millisecond_before_a_ticks_end_or_turns_again() {
+        let origin = Instant::now();
+        let us = |n: u64| origin + Duration::from_micros(n);
+        // 10 ms ticks of four 2.5 ms steps: step 2 ends at 5 ms, in the
+        // configured tick that ends at 10 ms; Tokio's millisecond before that end
+        // starts within (9, 10] ms, which `end - 999_999 ns` rounds to.
+        let clock = Clock::new(origin, Duration::from_millis(10), 4);
+        let before_end = us(10_000) - Duration::from_nanos(999_999);
+        assert_eq!(wake_at(&clock, 2, us(1_000)), Some(before_end));
+        assert_eq!(wake_at(&clock, 4, us(4_999)), Some(before_end));
+        // That millisecond has begun: ask for now, which Tokio rounds to the next.
+        assert_eq!(
+            wake_at(&clock, 4, us(9_500)),
+            Some(us(9_500) + Duration::from_nanos(1))
+        );
+        // The step has ended while the turn ran: turn again, do not wait.
+        assert_eq!(wake_at(&clock, 2, us(5_000)), None);
+        assert_eq!(wake_at(&clock, 4, us(10_001)), None);
+    }
+}

@@ -1,0 +1,222 @@
+//! One turn of the driver: advance every shard to the clock, then, outside the locks,
+//! wake the futures and dispatch the callbacks that fired. Also parking (publishing
+//! when the driver will next wake, without losing a registration that races it),
+//! shutdown, and the driver's loss with its runtime.
+
+use std::fmt;
+use std::pin::pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::Waker;
+
+use tokio::time::Instant;
+
+use super::{lock, Shared, BATCH, RETAIN};
+use crate::callback::Callback;
+
+/// What a wheel entry does when it fires.
+pub(crate) enum Payload {
+    /// A future's task to wake.
+    Wake(Waker),
+    /// A callback to hand to the executor.
+    Callback(Callback),
+}
+
+impl fmt::Debug for Payload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Payload::Wake(waker) => f.debug_tuple("Wake").field(waker).finish(),
+            Payload::Callback(_) => f.write_str("Callback"),
+        }
+    }
+}
+
+pub(crate) enum Turn {
+    /// More is due right now: yield, then turn again.
+    Again,
+    /// Caught up with the clock; `next` is the wheels' next expiration, if any.
+    Park { next: Option<u64> },
+    /// The timer was shut down.
+    Exit,
+}
+
+impl Shared {
+    #[cfg(loom)]
+    pub(crate) fn parked_until(&self) -> u64 {
+        self.parked_until.load(Ordering::SeqCst)
+    }
+
+    /// Notifies the driver if it is parked until after `step`. Called after the entry
+    /// is in its shard (see [`Shared::park`]).
+    pub(super) fn notify_if_earlier(&self, step: u64) {
+        if step < self.parked_until.load(Ordering::SeqCst) {
+            self.parked_until.fetch_min(step, Ordering::SeqCst);
+            self.notify.notify_one();
+        }
+    }
+
+    /// Stops the timer: nothing registers any more, every pending future wakes and
+    /// completes, and the callbacks that never ran are returned. Idempotent.
+    pub(crate) fn shutdown(&self) -> Vec<Callback> {
+        // Set before draining: a registration that takes a shard's lock after its
+        // drain sees it.
+        self.shutdown.store(true, Ordering::SeqCst);
+        let mut wakers = Vec::new();
+        let mut unfired = Vec::new();
+        for shard in self.shards.iter() {
+            let mut wheels = lock(&shard.wheels);
+            wakers.extend(wheels.futures.drain());
+            unfired.extend(wheels.callbacks.drain());
+            shard.elapsed.store(u64::MAX, Ordering::Release);
+        }
+        let rejected = std::mem::take(&mut *lock(&self.rejected));
+        self.notify.notify_one();
+        for waker in wakers {
+            waker.wake();
+        }
+        self.callbacks_gone(unfired.len());
+        // Expired, handed back by their executor, not yet run: they never ran either.
+        unfired.extend(rejected);
+        unfired
+    }
+
+    /// The driver's runtime dropped it: complete every future (nothing would ever wake
+    /// them), refuse new callbacks, and keep pending ones for `shutdown` to return,
+    /// counted as stranded. Detached ones no longer keep the timer alive: nothing can
+    /// run them now, so the last handle's drop drops them rather than leak them.
+    pub(super) fn driver_lost(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        let mut wakers = Vec::new();
+        for shard in self.shards.iter() {
+            // Pending callbacks stay where they are, for shutdown() to return.
+            wakers.extend(lock(&shard.wheels).futures.drain());
+            shard.elapsed.store(u64::MAX, Ordering::Release);
+        }
+        let stranded = self.callbacks.load(Ordering::SeqCst);
+        self.counters
+            .stranded
+            .fetch_add(stranded as u64, Ordering::Relaxed);
+        let release = {
+            let mut keep_alive = lock(&self.keep_alive);
+            self.kept_alive.store(false, Ordering::SeqCst);
+            keep_alive.take()
+        };
+        for waker in wakers {
+            waker.wake();
+        }
+        // Dropped last, after the lock: it may be the last reference.
+        drop(release);
+    }
+
+    /// Waits until a turn of the driver has processed every step that has ended by
+    /// now, asking the driver for one at once; or until the timer is shut down.
+    pub(crate) async fn catch_up(&self) {
+        let now = self.clock.step_now(Instant::now());
+        loop {
+            let mut turned = pin!(self.turned.notified());
+            // Registered before the check, so a turn that ends in between is not missed.
+            turned.as_mut().enable();
+            if self.is_shutdown() || self.caught_up_to.load(Ordering::SeqCst) >= now {
+                return;
+            }
+            self.notify.notify_one();
+            turned.await;
+        }
+    }
+
+    /// Waits until the driver task has ended.
+    pub(crate) async fn stopped(&self) {
+        let mut stopped = self.stopped.subscribe();
+        // An error means the sender is gone, i.e. so is the driver.
+        let _ = stopped.wait_for(|stopped| *stopped).await;
+    }
+
+    /// One turn of the driver: processes every step the clock has passed (at most
+    /// [`BATCH`] expirations per shard), then, outside the locks, wakes the futures and
+    /// dispatches the callbacks that fired.
+    pub(super) fn turn(self: &Arc<Self>, expired: &mut Vec<Payload>) -> Turn {
+        self.turn_to(self.clock.step_now(Instant::now()), expired)
+    }
+
+    /// [`turn`](Shared::turn) as if the clock had reached the end of step `now`.
+    pub(crate) fn turn_to(self: &Arc<Self>, now: u64, expired: &mut Vec<Payload>) -> Turn {
+        if self.is_shutdown() {
+            return Turn::Exit;
+        }
+        // Busy: registrations need not notify until we park again.
+        self.parked_until.store(0, Ordering::SeqCst);
+        let mut done = true;
+        let mut fired_callbacks = 0;
+        for shard in self.shards.iter() {
+            let mut wheels = lock(&shard.wheels);
+            done &= wheels
+                .futures
+                .advance(now, BATCH, |waker| expired.push(Payload::Wake(waker)));
+            done &= wheels.callbacks.advance(now, BATCH, |callback| {
+                // Taken out under the lock: from here on `cancel` returns false and
+                // `is_expired` true, with no moment in between.
+                fired_callbacks += 1;
+                expired.push(Payload::Callback(callback));
+            });
+            shard
+                .elapsed
+                .store(wheels.futures.elapsed(), Ordering::Release);
+            let released = (
+                wheels.futures.release_if_empty(RETAIN),
+                wheels.callbacks.release_if_empty(RETAIN),
+            );
+            drop(wheels);
+            drop(released);
+        }
+        // Counted out before they run: an expiry frees capacity at once, so a callback
+        // may re-arm itself under `max_pending(1)`.
+        self.callbacks_gone(fired_callbacks);
+        let rejected = std::mem::take(&mut *lock(&self.rejected));
+        self.counters
+            .fired
+            .fetch_add(expired.len() as u64, Ordering::Relaxed);
+        for payload in expired.drain(..) {
+            match payload {
+                Payload::Wake(waker) => waker.wake(),
+                Payload::Callback(callback) => self.dispatch(callback),
+            }
+        }
+        for callback in rejected {
+            self.run_inline(callback);
+        }
+        if done {
+            self.caught_up_to.store(now, Ordering::SeqCst);
+        }
+        self.turned.notify_waiters();
+        if !done {
+            return Turn::Again;
+        }
+        Turn::Park { next: self.park() }
+    }
+
+    /// Publishes the step the driver will wake at and returns it.
+    ///
+    /// A registration inserts into its shard, then reads `parked_until`; the driver
+    /// stores `parked_until`, then reads every shard. With both sides sequentially
+    /// consistent, at least one sees the other: either the registration sees the new
+    /// value (and notifies if it is earlier), or the second scan here sees the entry.
+    fn park(&self) -> Option<u64> {
+        // `u64::MAX` stands for "nothing pending" (`None` would sort first).
+        let next = self.next_expiration().unwrap_or(u64::MAX);
+        self.parked_until.store(next, Ordering::SeqCst);
+        let again = self.next_expiration().unwrap_or(u64::MAX);
+        // Only ever earlier: an entry cancelled in between just costs a spurious wakeup.
+        let park = next.min(again);
+        if park < next {
+            self.parked_until.fetch_min(park, Ordering::SeqCst);
+        }
+        (park != u64::MAX).then_some(park)
+    }
+
+    fn next_expiration(&self) -> Option<u64> {
+        self.shards
+            .iter()
+            .filter_map(|s| lock(&s.wheels).next_expiration())
+            .min()
+    }
+}
