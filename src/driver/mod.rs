@@ -199,11 +199,10 @@ impl fmt::Debug for Shared {
 /// A strong reference to [`Shared`] with a reference count of its own, one per shard.
 ///
 /// Every `Sleep` and `Scheduled` holds one, taken from the creating thread's shard,
-/// instead of a `Timer` clone. Cloning an `Arc` writes its count; with one count for the
-/// whole timer, two workers creating and dropping timeouts passed that cache line to
-/// each other twice per timeout (about 7% of churn-mt's CPU in `perf`). `Timer` handles
-/// own the anchors, and each anchor keeps `Shared`, and so the driver, alive, as the
-/// `Timer` clone it replaces did.
+/// instead of a `Timer` clone. Cloning an `Arc` writes its count, and with one count
+/// for the whole timer, threads creating and dropping timeouts at once would pass that
+/// cache line between them twice per timeout. `Timer` handles own the anchors; each
+/// anchor keeps `Shared`, and so the driver, alive, as a `Timer` clone would.
 #[repr(align(128))] // the counts (at the start of the Arc) alone in their cache lines
 pub(crate) struct Anchor {
     pub(crate) shared: Arc<Shared>,
