@@ -87,7 +87,7 @@ impl Builder {
     ///
     /// The wheel has four slots per tick (see [`tick`](Builder::tick)), each a 4-byte
     /// list head: 16 KiB for the default, and a timer has two wheels (futures,
-    /// callbacks) per core. Above 2^18 ticks it has fewer slots per tick, to stay
+    /// callbacks) per core, each allocated when a timer first lands in it. Above 2^18 ticks it has fewer slots per tick, to stay
     /// within 2^20 (one per tick at 2^20).
     ///
     /// # Errors

@@ -158,10 +158,13 @@ const STEP_BITS: u32 = 64 - GENERATION_BITS;
 /// One level of the wheel: a list head per slot and a bit per occupied slot.
 #[derive(Debug, Clone)]
 struct Level {
-    /// Head of each slot's list, or `NIL`.
+    /// Head of each slot's list, or `NIL`. Empty until an entry is first linked here,
+    /// so that a timer's idle shards and unused levels hold no slots.
     heads: Box<[u32]>,
-    /// Bit `s` is set iff `heads[s] != NIL`.
+    /// Bit `s` is set iff `heads[s] != NIL`; empty while `heads` is.
     occupied: Box<[u64]>,
+    /// Slots in this level, allocated or not.
+    slots: usize,
     /// Entries in this level's lists.
     len: usize,
 }
@@ -185,10 +188,18 @@ impl<T: Clone> Clone for Wheel<T> {
 impl Level {
     fn new(slots: usize) -> Self {
         Level {
-            heads: vec![NIL; slots].into_boxed_slice(),
-            occupied: vec![0; slots.div_ceil(64)].into_boxed_slice(),
+            heads: Box::default(),
+            occupied: Box::default(),
+            slots,
             len: 0,
         }
+    }
+
+    /// Gives the level its slots, on the first entry linked into it.
+    #[cold]
+    fn allocate(&mut self) {
+        self.heads = vec![NIL; self.slots].into_boxed_slice();
+        self.occupied = vec![0; self.slots.div_ceil(64)].into_boxed_slice();
     }
 
     /// The first occupied slot at or after `from`, if any (no wrapping: see the
@@ -287,7 +298,20 @@ impl<T> Wheel<T> {
     /// Number of slots at level 0: the steps one block of it spans.
     #[cfg(test)]
     pub(crate) fn slots(&self) -> usize {
-        self.levels[0].heads.len()
+        self.levels[0].slots
+    }
+
+    /// Bytes of heap the wheel holds: its levels, their slots and its entries' storage.
+    #[cfg(test)]
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let levels: usize = self
+            .levels
+            .iter()
+            .map(|l| size_of_val(&*l.heads) + size_of_val(&*l.occupied))
+            .sum();
+        size_of_val(&*self.levels)
+            + levels
+            + self.entries.capacity() * std::mem::size_of::<Entry<T>>()
     }
 
     /// Adds `value`, due at `step` (saturated to [`MAX_STEP`]).
@@ -457,7 +481,7 @@ impl<T> Wheel<T> {
         debug_assert!(slot.is_some(), "level {level} has entries but no slot");
         let slot = slot?;
         // The cursor's block at this level, with the slot's bits put in.
-        let block = cursor & !((entries.heads.len() as u64) << shift).wrapping_sub(1);
+        let block = cursor & !((entries.slots as u64) << shift).wrapping_sub(1);
         let start = block | ((slot as u64) << shift);
         Some(Event {
             level,
@@ -518,7 +542,7 @@ impl<T> Wheel<T> {
 
     /// The slot `step` maps to at `level`.
     fn slot_of(&self, level: usize, step: u64) -> usize {
-        let slots = self.levels[level].heads.len() as u64;
+        let slots = self.levels[level].slots as u64;
         ((step >> self.shift(level)) & (slots - 1)) as usize
     }
 
@@ -539,6 +563,9 @@ impl<T> Wheel<T> {
     fn link(&mut self, index: u32) {
         let (level, slot) = self.place(self.entries[index as usize].step());
         let level = &mut self.levels[level];
+        if level.heads.is_empty() {
+            level.allocate();
+        }
         let head = level.heads[slot];
         if head != NIL {
             self.entries[head as usize].prev = index;

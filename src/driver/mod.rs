@@ -289,6 +289,20 @@ impl Shared {
         self.shards.iter().map(|s| lock(&s.wheels).len()).sum()
     }
 
+    /// Bytes of heap the shards hold (not the `Shared` itself, nor the anchors).
+    #[cfg(test)]
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let wheels: usize = self
+            .shards
+            .iter()
+            .map(|s| {
+                let wheels = lock(&s.wheels);
+                wheels.futures.heap_bytes() + wheels.callbacks.heap_bytes()
+            })
+            .sum();
+        std::mem::size_of_val(&*self.shards) + wheels
+    }
+
     pub(crate) fn wheel_size(&self) -> usize {
         self.wheel_size
     }
@@ -354,6 +368,37 @@ mod tests {
             // A revolution still covers `ticks` configured ticks.
             let revolution = shared.clock.step_end(slots as u64) - shared.clock.step_end(0);
             assert_eq!(revolution, shared.clock.tick() * ticks as u32, "{ticks}");
+        }
+    }
+
+    /// A timer allocates a level's slots when a timer first lands in it, so an idle
+    /// one holds a few hundred bytes per shard whatever its wheel size, and one timer
+    /// costs one level of one wheel of one shard.
+    #[test]
+    fn an_idle_timer_holds_little_whatever_its_shards_and_wheel_size() {
+        for wheel_size in [1024, 1 << 20] {
+            for shards in [2, 64] {
+                let mut config = crate::Builder::default()
+                    .wheel_size(wheel_size)
+                    .validate()
+                    .expect("valid");
+                config.shards = shards;
+                let shared = Shared::new(config, None);
+                let idle = shared.heap_bytes();
+                eprintln!("idle: {shards} shards, wheel_size {wheel_size}: {idle} bytes");
+                assert!(idle <= shards * 1024, "{shards} shards: {idle} bytes idle");
+                let waker = std::task::Waker::noop();
+                let Registered::Pending(_) = shared.register(2, waker) else {
+                    panic!("step 2 is pending");
+                };
+                let level0 = wheel_size * STEPS_PER_TICK.min(MAX_WHEEL_SIZE / wheel_size);
+                let one = shared.heap_bytes() - idle;
+                let expected = level0 * 4 + level0.div_ceil(64) * 8;
+                assert!(
+                    (expected..expected + 1024).contains(&one),
+                    "one timer: {one} bytes, level 0 is {expected}"
+                );
+            }
         }
     }
 
