@@ -44,17 +44,23 @@ pub(crate) struct Clock {
     steps_per_tick: u64,
     /// A step, in nanoseconds; at least 1.
     step_ns: u64,
+    /// The farthest offset kept: the end of step [`MAX_STEP`], or `i64::MAX`
+    /// nanoseconds if that comes first. A later deadline saturates here, so that the
+    /// deadline a timer reports is one its step can reach, and never lies after it.
+    max_offset: i64,
 }
 
 impl Clock {
     pub(crate) fn new(origin: Instant, tick: Duration, steps_per_tick: usize) -> Self {
         let steps_per_tick = u64::try_from(steps_per_tick.max(1)).unwrap_or(1);
         let step_ns = (nanos(tick) / steps_per_tick).max(1);
+        let max_offset = i64::try_from(MAX_STEP.saturating_mul(step_ns)).unwrap_or(i64::MAX);
         Clock {
             origin,
             tick,
             steps_per_tick,
             step_ns,
+            max_offset,
         }
     }
 
@@ -70,10 +76,14 @@ impl Clock {
         (ns / self.step_ns + u64::from(ns % self.step_ns != 0)).min(MAX_STEP)
     }
 
-    /// `deadline` as signed nanoseconds from the origin, saturating at ±292 years.
+    /// `deadline` as signed nanoseconds from the origin, saturating at the end of the
+    /// wheel's range (139 years at a 1 ms tick; i64's 292 years from a 2.2 ms tick on)
+    /// and 292 years back.
     pub(crate) fn offset_of(&self, deadline: Instant) -> i64 {
         if deadline >= self.origin {
-            i64::try_from(nanos(deadline - self.origin)).unwrap_or(i64::MAX)
+            i64::try_from(nanos(deadline - self.origin))
+                .unwrap_or(i64::MAX)
+                .min(self.max_offset)
         } else {
             -i64::try_from(nanos(self.origin - deadline)).unwrap_or(i64::MAX)
         }
@@ -111,7 +121,9 @@ impl Clock {
     pub(crate) fn offset_after(&self, now: Instant, duration: Duration) -> i64 {
         let far = i64::try_from(FAR_FUTURE.as_nanos()).unwrap_or(i64::MAX);
         let duration = i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX);
-        self.offset_of(now).saturating_add(duration.min(far))
+        self.offset_of(now)
+            .saturating_add(duration.min(far))
+            .min(self.max_offset)
     }
 
     /// The last step that has ended by `now`.

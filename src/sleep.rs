@@ -131,8 +131,11 @@ impl Sleep {
 
     /// The instant this `Sleep` completes at (at most one tick after it).
     ///
-    /// Exactly the instant it was given, unless that was more than 292 years from the
-    /// timer's creation: such deadlines saturate there.
+    /// Exactly the instant it was given, unless that lies beyond the wheel's range
+    /// from the timer's creation (2^44 quarter ticks: 139 years at a 1 ms tick, 292
+    /// years from a 2.2 ms tick on): such deadlines saturate there, and this reports
+    /// the saturated instant, which the sleep never fires before. A `Duration::MAX`
+    /// sleep saturates sooner, at about 30 years from now.
     pub fn deadline(&self) -> Instant {
         self.shared().clock.instant_at(self.deadline)
     }

@@ -387,7 +387,9 @@ async fn shutdown_returns_unfired_and_completes_futures() {
     }
     assert_eq!(ran.load(Ordering::SeqCst), 101);
     assert_eq!(timer.schedule(TICK, || {}).unwrap_err(), Error::Shutdown);
-    timer.sleep(Duration::from_secs(1)).await; // completes at once, no hang
+    // Completes at once (on its first poll), rather than hang.
+    let mut later = timer.sleep(Duration::from_secs(1));
+    assert!(futures::poll!(&mut later).is_ready());
     assert!(timer.shutdown().await.is_empty());
 }
 

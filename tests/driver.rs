@@ -340,9 +340,18 @@ fn configuration_errors_are_clear() {
 fn build_needs_a_runtime_with_time() {
     let err = Timer::builder().build().unwrap_err();
     assert!(
-        matches!(err, Error::InvalidConfig(ref why) if why.contains("runtime")),
+        matches!(err, Error::InvalidConfig(ref why)
+            if why.contains("runtime") && why.contains("build_on")),
         "{err}"
     );
+    // `Timer::new()` panics with the same text (documented).
+    let panic = std::panic::catch_unwind(Timer::new).expect_err("Timer::new outside a runtime");
+    let text = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or_default();
+    assert!(text.contains("build_on"), "{text}");
     let no_time = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
@@ -360,16 +369,34 @@ fn a_runtime_shut_down_under_a_live_timer_completes_its_sleeps() {
         let timer = timer.clone();
         move || futures::executor::block_on(timer.sleep(Duration::from_secs(3600)))
     });
-    while timer.pending() == 0 {
+    let probe = std::sync::Arc::new(());
+    let captured = probe.clone();
+    let callback = timer
+        .schedule(Duration::from_secs(3600), move || drop(captured))
+        .unwrap();
+    while timer.pending() < 2 {
         std::thread::sleep(Duration::from_millis(1));
     }
     driver_rt.shutdown_timeout(Duration::from_secs(1));
-    waiter.join().unwrap(); // completed instead of hanging for an hour
+    // Completed instead of hanging for an hour (bounded, so a hang fails the test).
+    let give_up = std::time::Instant::now() + Duration::from_secs(10);
+    while !waiter.is_finished() {
+        assert!(std::time::Instant::now() < give_up, "a pending sleep hung");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    waiter.join().unwrap();
     assert!(timer.is_shutdown());
-    assert_eq!(timer.pending(), 0);
+    assert_eq!(timer.pending(), 1, "the callback stays, unrun");
+    assert_eq!(timer.stats().stranded_callbacks, 1);
     assert_eq!(timer.schedule(TICK, || {}).unwrap_err(), Error::Shutdown);
     // Later futures complete at once rather than hang.
     futures::executor::block_on(timer.sleep(Duration::from_secs(3600)));
+    // The pending callback is kept for shutdown() to return.
+    assert_eq!(std::sync::Arc::strong_count(&probe), 2, "dropped unrun");
+    let unfired = futures::executor::block_on(timer.shutdown());
+    assert_eq!(unfired.len(), 1);
+    assert!(!callback.is_expired() && !callback.is_cancelled());
+    assert_eq!(timer.pending(), 0);
 }
 
 /// The driver task is spawned but its runtime is dropped before polling it: the

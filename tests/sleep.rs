@@ -113,6 +113,30 @@ async fn zero_and_past_deadlines_complete_by_the_next_tick() {
     assert!(start.elapsed() <= TICK, "{:?}", start.elapsed());
 }
 
+/// A deadline whose tick the driver has already processed completes on its first
+/// poll, without registering: it does not wait for the next tick.
+#[tokio::test(start_paused = true)]
+async fn a_deadline_already_processed_is_ready_on_the_first_poll() {
+    let timer = timer();
+    tokio::time::advance(Duration::from_secs(5)).await;
+    timer.catch_up().await; // every tick up to now is processed
+    let (woken, waker) = counting_waker();
+    let now = Instant::now();
+    let mut sleeps = vec![
+        timer.sleep(Duration::ZERO),
+        timer.sleep_until(now),
+        timer.sleep_until(now - TICK),
+        timer.sleep_until(now - Duration::from_secs(1)),
+    ];
+    for sleep in &mut sleeps {
+        assert!(poll(sleep, &waker).is_ready(), "{sleep:?}");
+        assert!(sleep.is_elapsed());
+    }
+    assert_eq!(timer.pending(), 0, "none registered");
+    assert_eq!(Instant::now(), now, "no time passed");
+    assert_eq!(woken.0.load(Ordering::SeqCst), 0);
+}
+
 /// A pending `Sleep` costs its own size plus a 32-byte wheel entry; the deadline is
 /// stored as an offset from the timer's origin, yet comes back exactly.
 #[cfg(target_pointer_width = "64")]
@@ -147,7 +171,9 @@ async fn huge_deadlines_saturate_without_panicking() {
     let (_, waker) = counting_waker();
     let now = Instant::now();
     let mut max = timer.sleep(Duration::MAX);
+    // About 30 years, as tokio's: not 292 (where an `i64` of nanoseconds ends).
     assert!(max.deadline() > now + Duration::from_secs(86_400 * 365 * 29));
+    assert!(max.deadline() < now + Duration::from_secs(86_400 * 365 * 31));
     let mut far = timer.sleep_until(now + Duration::from_secs(86_400 * 365 * 200));
     let mut odd = timer.sleep(Duration::from_secs(u64::MAX / 2));
     for s in [&mut max, &mut far, &mut odd] {
@@ -346,4 +372,27 @@ async fn catch_up_wakes_every_sleep_the_clock_has_passed() {
             assert_eq!(timer.pending(), 0);
         }
     }
+}
+
+/// An instant beyond the wheel's range (2^44 steps: 139 years at a 1 ms tick) saturates
+/// to the range's end, and the sleep reports that deadline and never fires before it.
+/// Before, the deadline was kept exactly (here 200 years) while its step saturated,
+/// so the sleep fired 61 years before the deadline it reported.
+#[tokio::test(start_paused = true)]
+async fn an_instant_beyond_the_wheels_range_saturates_and_never_fires_early() {
+    const YEAR: Duration = Duration::from_secs(86_400 * 365);
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let sleep = timer.sleep_until(start + YEAR * 200);
+    let deadline = sleep.deadline();
+    assert!(deadline > start + YEAR * 139 && deadline < start + YEAR * 140);
+    let callback = timer.schedule_at(start + YEAR * 200, || ()).unwrap();
+    assert_eq!(callback.deadline(), deadline, "callbacks saturate alike");
+    sleep.await;
+    let fired = Instant::now();
+    assert!(fired >= deadline, "early by {:?}", deadline - fired);
+    assert!(fired < deadline + Duration::from_millis(1));
 }
