@@ -2,10 +2,14 @@
 //! when it fits in three words; the crate's only `unsafe` code.
 //!
 //! Why: a callback lives in its wheel entry from `schedule` to expiry. As a
-//! `Box<dyn FnOnce()>` it cost a `malloc` on the scheduling thread and a `free` on the
-//! driver task, the free landing in another thread's arena: about a fifth of the CPU of
-//! the *callbacks* benchmark went to glibc's allocator. Most callbacks capture an
-//! `Arc`, a channel sender or a few integers, which fit in 24 bytes.
+//! `Box<dyn FnOnce()>` it costs a `malloc` on the scheduling thread and a `free` on the
+//! driver task, the free landing in another thread's arena. Most callbacks capture an
+//! `Arc`, a channel sender or a few integers, which fit in 24 bytes. (The A/B against
+//! a plain box is in docs/BENCHMARKS.md.)
+//!
+//! Auto traits are explicit: a marker removes `Send` and `Sync`, and `Send` alone is
+//! restored, with its argument, below. `InlineFn` is not `Sync`: the closure need not
+//! be.
 //!
 //! How: the closure is written into a `MaybeUninit` buffer of three words, with a
 //! reference to a table of two functions monomorphised for its type: one moves it out
@@ -28,6 +32,9 @@ type Storage = MaybeUninit<[usize; 3]>;
 pub(crate) struct InlineFn {
     storage: Storage,
     vtable: &'static VTable,
+    /// Removes the auto traits the fields would give (`Send` and `Sync`): what
+    /// `InlineFn` may be is decided by the closure it holds, not by `Storage`.
+    _not_send_or_sync: PhantomData<*mut ()>,
 }
 
 /// What `InlineFn` needs to know about the type of the closure in its storage.
@@ -105,6 +112,7 @@ impl InlineFn {
         InlineFn {
             storage,
             vtable: &VTables::<F>::VTABLE,
+            _not_send_or_sync: PhantomData,
         }
     }
 
@@ -128,9 +136,9 @@ impl Drop for InlineFn {
     }
 }
 
-// SAFETY: `new` takes only `F: Send`, so the closure in the storage may move to
-// another thread; an `InlineFn` offers no access to it through `&self`, so `Send` is
-// all that moving an `InlineFn` between threads requires.
+// SAFETY: `new` takes only `F: Send` (and a boxed `F: Send` is `Send`), so the
+// closure in the storage may move to another thread, and with it the `InlineFn` that
+// owns it. No `Sync`: the closure need not be `Sync`.
 unsafe impl Send for InlineFn {}
 
 impl fmt::Debug for InlineFn {
@@ -158,6 +166,20 @@ mod tests {
 
     fn counter() -> (Arc<AtomicUsize>, Arc<AtomicUsize>) {
         (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)))
+    }
+
+    /// Compiles only while `InlineFn` is `Send` and not `Sync`: with a `Sync` type
+    /// the call to `check` below would be ambiguous.
+    #[test]
+    fn inline_fn_is_send_and_not_sync() {
+        fn send<T: Send>() {}
+        trait AmbiguousIfSync<A> {
+            fn check() {}
+        }
+        impl<T: ?Sized> AmbiguousIfSync<()> for T {}
+        impl<T: ?Sized + Sync> AmbiguousIfSync<u8> for T {}
+        send::<InlineFn>();
+        <InlineFn as AmbiguousIfSync<_>>::check();
     }
 
     #[test]

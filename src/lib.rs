@@ -78,7 +78,11 @@
 //! `HashedWheelTimer`, coarser levels above it for the far future, as in Kafka's, and
 //! the slab storage of tokio-util's `DelayQueue`, driven by one Tokio task. The tour of
 //! the source, its module order and its invariants are in `docs/DESIGN.md`.
-#![deny(unsafe_code)]
+#![deny(
+    unsafe_code,
+    unsafe_op_in_unsafe_fn,
+    clippy::undocumented_unsafe_blocks
+)]
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
 

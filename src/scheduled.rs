@@ -186,8 +186,8 @@ impl fmt::Debug for Scheduled {
 /// ```
 pub struct Unfired {
     deadline: Instant,
-    /// In a lock only so that `Unfired` stays `Sync`, as a closure need not be; it is
-    /// never contended (`run` takes `self`).
+    /// In a lock so that `Unfired` is `Sync` while the closure is only `Send`: the lock
+    /// is the safe way to share it, and is never contended (`run` takes `self`).
     callback: Mutex<Callback>,
 }
 
