@@ -1,12 +1,13 @@
-//! [`Builder`]: every setting a [`Timer`] has, checked once at [`Builder::build`].
+//! [`Builder`]: every setting a [`Timer`](crate::Timer) has, and their validation.
+//! `build` and `build_on`, which start the driver, are in `timer.rs`: the builder
+//! stays below the driver and the handles.
 
 use std::time::Duration;
 
 use crate::config::{Config, MAX_SHARDS, MAX_WHEEL_SIZE, MIN_TICK};
-use crate::driver;
-use crate::{Error, Executor, Timer};
+use crate::{Error, Executor};
 
-/// Configures and starts a [`Timer`].
+/// Configures and starts a [`Timer`](crate::Timer).
 ///
 /// | setting | default | range |
 /// |---|---|---|
@@ -61,7 +62,7 @@ impl Builder {
     /// so a deadline early in a tick fires at the first wakeup after it, as a Tokio
     /// sleep would, rather than only once the whole tick has ended.
     ///
-    /// A tick below 1 ms is raised to 1 ms ([`Timer::tick`] reports it): Tokio's own
+    /// A tick below 1 ms is raised to 1 ms ([`Timer::tick`](crate::Timer::tick) reports it): Tokio's own
     /// timer, which wakes the driver, has 1 ms resolution, so a finer tick would save
     /// well under a millisecond of lateness, and the wheel counts quarter ticks in 44
     /// bits, which at 1 ms lasts 139 years but at 1 µs only 51 days.
@@ -98,7 +99,7 @@ impl Builder {
         self
     }
 
-    /// The most callbacks ([`Timer::schedule`]) that may be pending at once; past it,
+    /// The most callbacks ([`Timer::schedule`](crate::Timer::schedule)) that may be pending at once; past it,
     /// `schedule` returns [`Error::AtCapacity`]. A cancel or an expiry frees room at
     /// once. Default: unbounded.
     ///
@@ -144,40 +145,6 @@ impl Builder {
     pub fn executor(mut self, executor: Executor) -> Self {
         self.executor = executor;
         self
-    }
-
-    /// Checks the settings and spawns the driver on the current Tokio runtime.
-    ///
-    /// The runtime must have its time driver enabled (`enable_time()` or
-    /// `enable_all()`, as `#[tokio::main]` does).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidConfig`] if a setting is out of range, if this is not called
-    /// from within a Tokio runtime, or if that runtime has no time driver.
-    pub fn build(self) -> Result<Timer, Error> {
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
-            Error::InvalidConfig(
-                "Builder::build must be called from within a Tokio runtime; \
-                 use Builder::build_on(&handle) elsewhere"
-                    .into(),
-            )
-        })?;
-        self.build_on(&runtime)
-    }
-
-    /// Like [`build`](Builder::build), but spawns the driver on `runtime`, which may be
-    /// any Tokio runtime with its time driver enabled; the timer's futures can then be
-    /// awaited from any runtime or executor.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidConfig`] if a setting is out of range or `runtime` has no time
-    /// driver.
-    pub fn build_on(self, runtime: &tokio::runtime::Handle) -> Result<Timer, Error> {
-        let config = self.validate()?;
-        let shared = driver::start(config, runtime)?;
-        Ok(Timer::from_shared(shared))
     }
 
     pub(crate) fn validate(self) -> Result<Config, Error> {

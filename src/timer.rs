@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use crate::callback;
 use crate::clock::deadline_after;
-use crate::driver::{Anchor, Shared};
+use crate::driver::{self, Anchor, Shared};
 use crate::scheduled::Scheduled;
 use crate::{Builder, Error, Interval, Sleep, Stats, Timeout, Unfired};
 
@@ -402,5 +402,43 @@ impl fmt::Debug for Timer {
             .field("wheel_size", &self.shared().wheel_size())
             .field("pending", &self.pending())
             .finish()
+    }
+}
+
+/// Starting a timer from its settings. Here rather than in `builder.rs` so that the
+/// builder, a bag of checked settings, depends on nothing above the configuration.
+impl Builder {
+    /// Checks the settings and spawns the driver on the current Tokio runtime.
+    ///
+    /// The runtime must have its time driver enabled (`enable_time()` or
+    /// `enable_all()`, as `#[tokio::main]` does).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] if a setting is out of range, if this is not called
+    /// from within a Tokio runtime, or if that runtime has no time driver.
+    pub fn build(self) -> Result<Timer, Error> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            Error::InvalidConfig(
+                "Builder::build must be called from within a Tokio runtime; \
+                 use Builder::build_on(&handle) elsewhere"
+                    .into(),
+            )
+        })?;
+        self.build_on(&runtime)
+    }
+
+    /// Like [`build`](Builder::build), but spawns the driver on `runtime`, which may be
+    /// any Tokio runtime with its time driver enabled; the timer's futures can then be
+    /// awaited from any runtime or executor.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] if a setting is out of range or `runtime` has no time
+    /// driver.
+    pub fn build_on(self, runtime: &tokio::runtime::Handle) -> Result<Timer, Error> {
+        let config = self.validate()?;
+        let shared = driver::start(config, runtime)?;
+        Ok(Timer::from_shared(shared))
     }
 }
