@@ -563,10 +563,14 @@ impl<T> Wheel<T> {
     fn link(&mut self, index: u32) {
         let (level, slot) = self.place(self.entries[index as usize].step());
         let level = &mut self.levels[level];
-        if level.heads.is_empty() {
-            level.allocate();
-        }
-        let head = level.heads[slot];
+        // The bounds check doubles as the allocation check: unallocated heads are empty.
+        let head = match level.heads.get(slot) {
+            Some(&head) => head,
+            None => {
+                level.allocate();
+                level.heads[slot]
+            }
+        };
         if head != NIL {
             self.entries[head as usize].prev = index;
         } else {
