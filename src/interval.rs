@@ -25,7 +25,7 @@ use crate::Sleep;
 /// * `Skip`: missed ticks are dropped; the next is the next multiple of `period`
 ///   after `start`.
 ///
-/// It is also a [`futures::Stream`] of the ticks' scheduled instants.
+/// It is also a [`Stream`](futures_core::Stream) of the ticks' scheduled instants.
 ///
 /// # Cancellation
 ///
@@ -153,7 +153,7 @@ impl Interval {
     }
 }
 
-impl futures::Stream for Interval {
+impl futures_core::Stream for Interval {
     type Item = Instant;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Instant>> {
