@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use wheel_timer::{Instant, Timer};
+use tokio_wheel::{Instant, Timer};
 
 const PERIOD: Duration = Duration::from_millis(250);
 

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use wheel_timer::{Instant, Timer};
+use tokio_wheel::{Instant, Timer};
 
 const IDLE: Duration = Duration::from_millis(300);
 

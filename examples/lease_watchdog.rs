@@ -15,7 +15,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use wheel_timer::{Instant, Scheduled, Timer};
+use tokio_wheel::{Instant, Scheduled, Timer};
 
 /// Holds a lock; its watchdog keeps the lease alive until the guard is dropped.
 struct LeaseGuard {

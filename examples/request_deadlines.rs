@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wheel_timer::Timer;
+use tokio_wheel::Timer;
 
 /// The deadline every request gets.
 const DEADLINE: Duration = Duration::from_millis(200);

@@ -20,9 +20,9 @@ use crate::{Error, Executor};
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), wheel_timer::Error> {
+/// # async fn main() -> Result<(), tokio_wheel::Error> {
 /// use std::time::Duration;
-/// use wheel_timer::Timer;
+/// use tokio_wheel::Timer;
 ///
 /// let timer = Timer::builder()
 ///     .tick(Duration::from_millis(1))
@@ -114,7 +114,7 @@ impl Builder {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// use std::time::Duration;
-    /// use wheel_timer::{Error, Timer};
+    /// use tokio_wheel::{Error, Timer};
     ///
     /// let timer = Timer::builder().max_pending(1).build().unwrap();
     /// let first = timer.schedule(Duration::from_secs(1), || {}).unwrap();
@@ -136,7 +136,7 @@ impl Builder {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// use wheel_timer::{Executor, Timer};
+    /// use tokio_wheel::{Executor, Timer};
     ///
     /// // Callbacks that may block go to tokio's blocking pool.
     /// let timer = Timer::builder().executor(Executor::Blocking).build().unwrap();

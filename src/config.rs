@@ -30,9 +30,9 @@ pub(crate) const MAX_SHARDS: usize = 64;
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), wheel_timer::Error> {
+/// # async fn main() -> Result<(), tokio_wheel::Error> {
 /// use std::sync::Arc;
-/// use wheel_timer::{Executor, Timer};
+/// use tokio_wheel::{Executor, Timer};
 ///
 /// // Run callbacks on a pool of our own (here simply a new thread each).
 /// let custom = Executor::Custom(Arc::new(|job: Box<dyn FnOnce() + Send>| {

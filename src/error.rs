@@ -11,7 +11,7 @@ use std::fmt;
 ///
 /// ```
 /// use std::time::Duration;
-/// use wheel_timer::{Error, Timer};
+/// use tokio_wheel::{Error, Timer};
 ///
 /// let err = Timer::builder().tick(Duration::ZERO).build().unwrap_err();
 /// assert!(matches!(err, Error::InvalidConfig(_)));
@@ -59,7 +59,7 @@ impl std::error::Error for Error {}
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// use std::time::Duration;
-/// use wheel_timer::{Elapsed, Timer};
+/// use tokio_wheel::{Elapsed, Timer};
 ///
 /// let timer = Timer::new();
 /// let result = timer.timeout(Duration::from_millis(50), std::future::pending::<()>()).await;

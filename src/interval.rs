@@ -38,7 +38,7 @@ use crate::Sleep;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// use std::time::Duration;
-/// use wheel_timer::Timer;
+/// use tokio_wheel::Timer;
 ///
 /// let timer = Timer::new();
 /// let mut heartbeat = timer.interval(Duration::from_secs(1));

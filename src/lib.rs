@@ -24,7 +24,7 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
 //! use std::time::Duration;
-//! use wheel_timer::Timer;
+//! use tokio_wheel::Timer;
 //!
 //! let timer = Timer::new(); // driver spawned on this runtime, 10 ms tick
 //!
@@ -196,14 +196,14 @@ fn default_timer() -> &'static Timer {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
-            .expect("wheel-timer: cannot create the default timer's runtime");
+            .expect("tokio-wheel: cannot create the default timer's runtime");
         let timer = Timer::builder()
             .build_on(runtime.handle())
-            .expect("wheel-timer: the default settings are valid");
+            .expect("tokio-wheel: the default settings are valid");
         std::thread::Builder::new()
-            .name("wheel-timer".into())
+            .name("tokio-wheel".into())
             .spawn(move || runtime.block_on(std::future::pending::<()>()))
-            .expect("wheel-timer: cannot spawn the default timer's thread");
+            .expect("tokio-wheel: cannot spawn the default timer's thread");
         timer
     })
 }
@@ -222,7 +222,7 @@ fn default_timer() -> &'static Timer {
 /// # async fn main() {
 /// use std::time::Duration;
 ///
-/// wheel_timer::sleep(Duration::from_millis(20)).await;
+/// tokio_wheel::sleep(Duration::from_millis(20)).await;
 /// # }
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
@@ -253,7 +253,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// # async fn main() {
 /// use std::time::Duration;
 ///
-/// let slow = wheel_timer::timeout(Duration::from_millis(20), std::future::pending::<()>());
+/// let slow = tokio_wheel::timeout(Duration::from_millis(20), std::future::pending::<()>());
 /// assert!(slow.await.is_err());
 /// # }
 /// ```

@@ -40,9 +40,9 @@ use crate::sync::AtomicBool;
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() -> Result<(), wheel_timer::Error> {
+/// # async fn main() -> Result<(), tokio_wheel::Error> {
 /// use std::time::Duration;
-/// use wheel_timer::Timer;
+/// use tokio_wheel::Timer;
 ///
 /// let timer = Timer::new();
 /// let retry = timer.schedule(Duration::from_secs(5), || println!("retrying"))?;
@@ -171,9 +171,9 @@ impl fmt::Debug for Scheduled {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() -> Result<(), wheel_timer::Error> {
+/// # async fn main() -> Result<(), tokio_wheel::Error> {
 /// use std::time::Duration;
-/// use wheel_timer::Timer;
+/// use tokio_wheel::Timer;
 ///
 /// let timer = Timer::new();
 /// timer.schedule(Duration::from_secs(60), || println!("flush"))?.detach();

@@ -40,7 +40,7 @@ use crate::driver::{Anchor, Registered, Registration, Shared, REGISTRATION_BITS}
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// use std::time::Duration;
-/// use wheel_timer::Timer;
+/// use tokio_wheel::Timer;
 ///
 /// let timer = Timer::new();
 /// let mut sleep = timer.sleep(Duration::from_secs(1));

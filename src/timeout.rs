@@ -33,7 +33,7 @@ pin_project! {
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// use std::time::Duration;
-    /// use wheel_timer::Timer;
+    /// use tokio_wheel::Timer;
     ///
     /// let timer = Timer::new();
     /// let answer = timer.timeout(Duration::from_secs(1), async { 42 }).await;

@@ -28,7 +28,7 @@ use crate::{Builder, Error, Interval, Sleep, Stats, Timeout, Unfired};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// use std::time::Duration;
-/// use wheel_timer::Timer;
+/// use tokio_wheel::Timer;
 ///
 /// let timer = Timer::new();
 /// let start = tokio::time::Instant::now();
@@ -146,7 +146,7 @@ impl Timer {
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// use std::time::Duration;
-    /// use wheel_timer::Timer;
+    /// use tokio_wheel::Timer;
     ///
     /// let timer = Timer::new();
     /// timer.sleep(Duration::from_secs(10)).await;
@@ -182,11 +182,11 @@ impl Timer {
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), wheel_timer::Error> {
+    /// # async fn main() -> Result<(), tokio_wheel::Error> {
     /// use std::sync::atomic::{AtomicUsize, Ordering};
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// use wheel_timer::Timer;
+    /// use tokio_wheel::Timer;
     ///
     /// fn beat(timer: Timer, count: Arc<AtomicUsize>) {
     ///     if count.fetch_add(1, Ordering::SeqCst) < 4 {
@@ -222,9 +222,9 @@ impl Timer {
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), wheel_timer::Error> {
+    /// # async fn main() -> Result<(), tokio_wheel::Error> {
     /// use std::time::Duration;
-    /// use wheel_timer::{Instant, Timer};
+    /// use tokio_wheel::{Instant, Timer};
     ///
     /// let timer = Timer::new();
     /// let at = Instant::now() + Duration::from_secs(30);
@@ -257,11 +257,11 @@ impl Timer {
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), wheel_timer::Error> {
+    /// # async fn main() -> Result<(), tokio_wheel::Error> {
     /// use std::sync::atomic::{AtomicBool, Ordering};
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// use wheel_timer::Timer;
+    /// use tokio_wheel::Timer;
     ///
     /// let timer = Timer::new();
     /// let flushed = Arc::new(AtomicBool::new(false));
@@ -317,7 +317,7 @@ impl Timer {
     /// # async fn main() {
     /// use std::time::Duration;
     /// use tokio_test::{assert_pending, assert_ready, task};
-    /// use wheel_timer::Timer;
+    /// use tokio_wheel::Timer;
     ///
     /// let timer = Timer::new(); // 10 ms tick
     /// let mut sleep = task::spawn(timer.sleep(Duration::from_millis(5)));
@@ -347,9 +347,9 @@ impl Timer {
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), wheel_timer::Error> {
+    /// # async fn main() -> Result<(), tokio_wheel::Error> {
     /// use std::time::Duration;
-    /// use wheel_timer::{Error, Timer};
+    /// use tokio_wheel::{Error, Timer};
     ///
     /// let timer = Timer::new();
     /// timer.schedule(Duration::from_secs(60), || println!("retry"))?.detach();

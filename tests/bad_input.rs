@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use wheel_timer::{Sleep, Timer};
+use tokio_wheel::{Sleep, Timer};
 
 const TICK: Duration = Duration::from_millis(10);
 

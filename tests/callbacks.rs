@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use wheel_timer::{Error, Executor, Timer};
+use tokio_wheel::{Error, Executor, Timer};
 
 const TICK: Duration = Duration::from_millis(10);
 
@@ -140,8 +140,8 @@ async fn cancel_is_true_once_and_never_after_running() {
 #[test]
 fn handles_are_send_and_sync() {
     fn check<T: Send + Sync + 'static>() {}
-    check::<wheel_timer::Scheduled>();
-    check::<wheel_timer::Unfired>();
+    check::<tokio_wheel::Scheduled>();
+    check::<tokio_wheel::Unfired>();
 }
 
 /// A handle names its entry by slab key, whose generation wraps after 2^20 - 1 inserts;
@@ -602,7 +602,7 @@ async fn cancel_meets_every_state_exactly_once() {
     let c = cancel_result.clone();
     inline
         .schedule(TICK, move || {
-            let handle: Option<wheel_timer::Scheduled> = v.lock().unwrap().take();
+            let handle: Option<tokio_wheel::Scheduled> = v.lock().unwrap().take();
             *c.lock().unwrap() = handle.as_ref().map(|h| h.cancel());
         })
         .unwrap()

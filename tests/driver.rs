@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
-use wheel_timer::{Error, Sleep, Timer};
+use tokio_wheel::{Error, Sleep, Timer};
 
 const TICK: Duration = Duration::from_millis(10);
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::time::Instant;
-use wheel_timer::{MissedTickBehavior, Timer};
+use tokio_wheel::{MissedTickBehavior, Timer};
 
 const TICK: Duration = Duration::from_millis(10);
 const PERIOD: Duration = Duration::from_millis(100);

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 use std::time::Duration;
 
-use wheel_timer::{Executor, Instant, Scheduled, Timer};
+use tokio_wheel::{Executor, Instant, Scheduled, Timer};
 
 /// A stand-in for Redis: lock name -> lease, with counters the example asserts on.
 struct LockStore {

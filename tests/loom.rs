@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::thread;
-use wheel_timer::loom_hooks::{kept_alive, parked_until, shutdown, tick_end, timer, turn};
-use wheel_timer::{Error, Instant, Sleep, Timer};
+use tokio_wheel::loom_hooks::{kept_alive, parked_until, shutdown, tick_end, timer, turn};
+use tokio_wheel::{Error, Instant, Sleep, Timer};
 
 const TICK: Duration = Duration::from_millis(10);
 

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wheel_timer::Timer;
+use tokio_wheel::Timer;
 
 /// Generous: a loaded 2-core CI machine can be slow to schedule.
 const SLACK: Duration = Duration::from_millis(250);
@@ -54,41 +54,41 @@ async fn many_tasks_on_many_threads() {
 #[tokio::test]
 async fn the_free_functions_use_the_default_timer() {
     let start = Instant::now();
-    wheel_timer::sleep(Duration::from_millis(30)).await;
+    tokio_wheel::sleep(Duration::from_millis(30)).await;
     let took = start.elapsed();
     assert!(took >= Duration::from_millis(30) && took < Duration::from_millis(30) + SLACK);
 
     let start = Instant::now();
-    let deadline = wheel_timer::Instant::now() + Duration::from_millis(20);
-    wheel_timer::sleep_until(deadline).await;
-    assert!(wheel_timer::Instant::now() >= deadline);
+    let deadline = tokio_wheel::Instant::now() + Duration::from_millis(20);
+    tokio_wheel::sleep_until(deadline).await;
+    assert!(tokio_wheel::Instant::now() >= deadline);
     assert!(start.elapsed() < Duration::from_millis(20) + SLACK);
 
     assert_eq!(
-        wheel_timer::timeout(Duration::from_secs(1), async { 3 }).await,
+        tokio_wheel::timeout(Duration::from_secs(1), async { 3 }).await,
         Ok(3)
     );
     let never = std::future::pending::<()>();
-    assert!(wheel_timer::timeout(Duration::from_millis(20), never)
+    assert!(tokio_wheel::timeout(Duration::from_millis(20), never)
         .await
         .is_err());
-    let at = wheel_timer::Instant::now() + Duration::from_millis(20);
-    assert!(wheel_timer::timeout_at(at, std::future::pending::<()>())
+    let at = tokio_wheel::Instant::now() + Duration::from_millis(20);
+    assert!(tokio_wheel::timeout_at(at, std::future::pending::<()>())
         .await
         .is_err());
-    assert!(wheel_timer::Instant::now() >= at);
+    assert!(tokio_wheel::Instant::now() >= at);
 
-    let mut interval = wheel_timer::interval(Duration::from_millis(20));
+    let mut interval = tokio_wheel::interval(Duration::from_millis(20));
     let first = interval.tick().await;
     let second = interval.tick().await;
     assert_eq!(second - first, Duration::from_millis(20));
-    assert!(wheel_timer::Instant::now() >= second);
+    assert!(tokio_wheel::Instant::now() >= second);
 }
 
 #[test]
 fn the_default_timer_works_without_any_runtime() {
     let start = Instant::now();
-    futures::executor::block_on(wheel_timer::sleep(Duration::from_millis(20)));
+    futures::executor::block_on(tokio_wheel::sleep(Duration::from_millis(20)));
     assert!(start.elapsed() >= Duration::from_millis(20));
 }
 

@@ -8,7 +8,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use wheel_timer::{Sleep, Timer};
+use tokio_wheel::{Sleep, Timer};
 
 const TICK: Duration = Duration::from_millis(10);
 

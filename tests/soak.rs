@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicIsize, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use wheel_timer::{Executor, Scheduled, Timer};
+use tokio_wheel::{Executor, Scheduled, Timer};
 
 const ROUNDS: usize = 12;
 /// Rounds before memory is taken as the baseline: the first sizes tokio's structures

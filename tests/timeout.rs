@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
-use wheel_timer::{Elapsed, Timeout, Timer};
+use tokio_wheel::{Elapsed, Timeout, Timer};
 
 const TICK: Duration = Duration::from_millis(10);
 

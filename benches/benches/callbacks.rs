@@ -10,13 +10,13 @@
 //! 1.3 s), ten samples per peer, so criterion warns that it cannot fit ten samples in
 //! its target time; that is expected. The ratios are printed at the end.
 //!
-//! `cargo bench -p wheel-timer-benches --bench callbacks`
+//! `cargo bench -p tokio-wheel-benches --bench callbacks`
 
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
-use wheel_timer_benches::workloads::{callbacks, callbacks_floor, Callbacks};
-use wheel_timer_benches::{Means, Reported};
+use tokio_wheel_benches::workloads::{callbacks, callbacks_floor, Callbacks};
+use tokio_wheel_benches::{Means, Reported};
 
 /// The parts of a run this design cannot avoid (`workloads::CallbacksFloor`).
 const FLOOR: &str = "floor: harness + new memory + wakeups + lock + deadline";
@@ -26,8 +26,8 @@ fn bench(c: &mut Criterion<Reported>) {
     let mut group = c.benchmark_group("callbacks");
     group.sampling_mode(SamplingMode::Flat);
     for (name, how) in [
-        ("wheel-timer schedule_detached", Callbacks::Detached),
-        ("wheel-timer schedule + detach", Callbacks::Handles),
+        ("tokio-wheel schedule_detached", Callbacks::Detached),
+        ("tokio-wheel schedule + detach", Callbacks::Handles),
         ("tokio task + sleep each", Callbacks::TokioTasks),
     ] {
         group.bench_function(name, |b| {
@@ -46,8 +46,8 @@ fn bench(c: &mut Criterion<Reported>) {
         );
     }
     if let (Some(detached), Some(handles), Some(theirs)) = (
-        means.get("wheel-timer schedule_detached"),
-        means.get("wheel-timer schedule + detach"),
+        means.get("tokio-wheel schedule_detached"),
+        means.get("tokio-wheel schedule + detach"),
         means.get("tokio task + sleep each"),
     ) {
         println!(

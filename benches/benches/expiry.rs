@@ -1,6 +1,6 @@
 //! *expiry*: 200 000 sleeps with deadlines spread evenly over 1 s (timer tick 1 ms) on
-//! a two-worker runtime; lateness (wake instant minus deadline) for wheel-timer and
-//! tokio::time. A wheel-timer sleep that wakes early fails the run.
+//! a two-worker runtime; lateness (wake instant minus deadline) for tokio-wheel and
+//! tokio::time. A tokio-wheel sleep that wakes early fails the run.
 //!
 //! A criterion benchmark of a [`Reported`] figure, each run's p99 lateness in ms (the
 //! target is "p99 no worse than tokio's"): each sample is one whole run (about 1.6 s),
@@ -9,13 +9,13 @@
 //! together and writes an SVG of both distributions to
 //! `benches/results/expiry-lateness.svg`.
 //!
-//! `cargo bench -p wheel-timer-benches --bench expiry`
+//! `cargo bench -p tokio-wheel-benches --bench expiry`
 
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
-use wheel_timer_benches::workloads::{expiry, Peer};
-use wheel_timer_benches::{percentile, Reported};
+use tokio_wheel_benches::workloads::{expiry, Peer};
+use tokio_wheel_benches::{percentile, Reported};
 
 const SLEEPS: u32 = 200_000;
 const SPREAD: Duration = Duration::from_secs(1);
@@ -56,7 +56,7 @@ fn svg(ours: &[Duration], theirs: &[Duration]) -> String {
 <text x="{pad}" y="20">Lateness CDF, {SLEEPS} sleeps a run over 1 s, every run of the bench (tick 1 ms); x: 0..{max_ms:.1} ms, y: 0..100%</text>
 <line x1="{pad}" y1="{b}" x2="{r}" y2="{b}" stroke="black"/><line x1="{pad}" y1="{pad}" x2="{pad}" y2="{b}" stroke="black"/>
 <path d="{ours}" fill="none" stroke="#d62728" stroke-width="2"/><path d="{theirs}" fill="none" stroke="#1f77b4" stroke-width="2"/>
-<text x="{lx}" y="{ly1}" fill="#d62728">wheel-timer</text><text x="{lx}" y="{ly2}" fill="#1f77b4">tokio::time</text>
+<text x="{lx}" y="{ly1}" fill="#d62728">tokio-wheel</text><text x="{lx}" y="{ly2}" fill="#1f77b4">tokio::time</text>
 </svg>
 "##,
         b = h - pad,
@@ -97,7 +97,7 @@ fn bench(c: &mut Criterion<Reported>) {
     println!("expiry: {SLEEPS} sleeps spread over {SPREAD:?}, lateness in ms, all {runs} runs' sleeps together");
     println!("| peer         |     min |     p50 |     p99 |     max |");
     println!("|--------------|---------|---------|---------|---------|");
-    println!("{}", row("wheel-timer", &ours));
+    println!("{}", row("tokio-wheel", &ours));
     println!("{}", row("tokio::time", &theirs));
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results");
     std::fs::create_dir_all(&dir).unwrap();

@@ -6,13 +6,13 @@
 //! samples in its target time; that is expected. Run it as a process of its own: other
 //! benchmarks' threads would add their own idle CPU.
 //!
-//! `cargo bench -p wheel-timer-benches --bench idle`
+//! `cargo bench -p tokio-wheel-benches --bench idle`
 
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
-use wheel_timer_benches::workloads::idle;
-use wheel_timer_benches::{Means, Reported};
+use tokio_wheel_benches::workloads::idle;
+use tokio_wheel_benches::{Means, Reported};
 
 const ALONE: &str = "runtime alone";
 const WITH_TIMER: &str = "runtime + idle 1 ms-tick timer";

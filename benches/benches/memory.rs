@@ -1,18 +1,18 @@
 //! *memory*: bytes per pending, registered sleep at 1 000 000 pending: the future itself
 //! plus what the timer allocates for it (counted by a wrapping global allocator), for
-//! wheel-timer and tokio::time.
+//! tokio-wheel and tokio::time.
 //!
 //! A criterion benchmark of a [`Reported`] figure (bytes per sleep), ten samples each; the
 //! figure does not vary from run to run, so criterion's interval is a point. The split
 //! into the future's size and the timer's heap is printed at the end.
 //!
-//! `cargo bench -p wheel-timer-benches --bench memory`
+//! `cargo bench -p tokio-wheel-benches --bench memory`
 
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
-use wheel_timer_benches::workloads::{memory, Counting, Memory, Peer};
-use wheel_timer_benches::Reported;
+use tokio_wheel_benches::workloads::{memory, Counting, Memory, Peer};
+use tokio_wheel_benches::Reported;
 
 #[global_allocator]
 static ALLOC: Counting = Counting;

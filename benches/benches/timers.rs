@@ -1,7 +1,7 @@
 //! Register-then-cancel costs, side by side: *churn* (one thread), *scale* (churn with
 //! many long timers already pending) and *churn-mt* (1000 tasks on two workers).
 //!
-//! `cargo bench -p wheel-timer-benches --bench timers`
+//! `cargo bench -p tokio-wheel-benches --bench timers`
 
 use std::future::Future;
 use std::hint::black_box;
@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use futures::task::noop_waker_ref;
 use tokio_util::time::DelayQueue;
-use wheel_timer::Timer;
-use wheel_timer_benches::{current_thread, multi_thread};
+use tokio_wheel::Timer;
+use tokio_wheel_benches::{current_thread, multi_thread};
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -24,7 +24,7 @@ fn churn(c: &mut Criterion) {
     let timer = rt.block_on(async { Timer::new() });
     let mut cx = Context::from_waker(noop_waker_ref());
     let mut group = c.benchmark_group("churn");
-    group.bench_function("wheel-timer", |b| {
+    group.bench_function("tokio-wheel", |b| {
         b.iter(|| {
             let mut sleep = timer.sleep(SECOND);
             let _ = Pin::new(&mut sleep).poll(&mut cx);
@@ -77,7 +77,7 @@ fn scale(c: &mut Criterion) {
             let _ = Pin::new(s).poll(&mut cx);
         }
         assert_eq!(timer.pending(), n);
-        group.bench_with_input(BenchmarkId::new("wheel-timer", n), &n, |b, _| {
+        group.bench_with_input(BenchmarkId::new("tokio-wheel", n), &n, |b, _| {
             b.iter(|| {
                 let mut sleep = timer.sleep(SECOND);
                 let _ = Pin::new(&mut sleep).poll(&mut cx);
@@ -132,7 +132,7 @@ fn churn_mt(c: &mut Criterion) {
     group.bench_function("yield_now alone", |b| {
         b.iter_custom(|iters| run(iters, |_| Box::pin(tokio::task::yield_now())))
     });
-    group.bench_function("wheel-timer", |b| {
+    group.bench_function("tokio-wheel", |b| {
         b.iter_custom(|iters| {
             run(iters, |timer| {
                 Box::pin(async move {

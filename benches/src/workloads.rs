@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::task::noop_waker_ref;
 use tokio::time::Instant;
 use tokio_util::time::DelayQueue;
-use wheel_timer::Timer;
+use tokio_wheel::Timer;
 
 use crate::{cpu_ns, current_thread, multi_thread};
 
@@ -34,7 +34,7 @@ impl Peer {
     /// Its name in reports.
     pub fn name(self) -> &'static str {
         match self {
-            Peer::Wheel => "wheel-timer",
+            Peer::Wheel => "tokio-wheel",
             Peer::Tokio => "tokio::time",
             Peer::Pingora => "pingora-timeout",
             Peer::DelayQueue => "DelayQueue",
@@ -201,7 +201,7 @@ pub fn expiry(peer: Peer) -> Vec<Duration> {
         );
         while tasks.join_next().await.is_some() {}
         if peer == Peer::Wheel {
-            assert_eq!(early.load(Ordering::Relaxed), 0, "wheel-timer woke early");
+            assert_eq!(early.load(Ordering::Relaxed), 0, "tokio-wheel woke early");
         }
         let mut lateness = std::mem::take(&mut *lateness.lock().unwrap());
         lateness.sort();
@@ -298,7 +298,7 @@ pub fn memory(peer: Peer) -> Memory {
         let _ = Pin::new(s).poll(&mut cx);
     }
     assert_eq!(timer.pending(), N);
-    let size_of = std::mem::size_of::<wheel_timer::Sleep>();
+    let size_of = std::mem::size_of::<tokio_wheel::Sleep>();
     let heap = (heap() - before) as f64 / N as f64;
     Memory {
         size_of,

@@ -7,5 +7,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    wheel_timer::fuzzing::wheel(data);
+    tokio_wheel::fuzzing::wheel(data);
 });

@@ -1,13 +1,13 @@
 //! Every workload of the benches, quickly, in one table with ratios against
-//! tokio::time: `cargo run --release -p wheel-timer-benches --bin compare` (about 20
+//! tokio::time: `cargo run --release -p tokio-wheel-benches --bin compare` (about 20
 //! seconds on two cores; `compare churn-mt` or `compare idle` prints that row alone,
 //! and the idle row always runs in a process of its own). The criterion benches
-//! (`cargo bench -p wheel-timer-benches`) measure the same workloads with more care.
+//! (`cargo bench -p tokio-wheel-benches`) measure the same workloads with more care.
 
 use std::time::Instant;
 
-use wheel_timer_benches::percentile;
-use wheel_timer_benches::workloads::{
+use tokio_wheel_benches::percentile;
+use tokio_wheel_benches::workloads::{
     callbacks, callbacks_floor, churn, churn_floor, churn_mt, expiry, idle, memory, Callbacks,
     Counting, Peer,
 };
@@ -21,7 +21,7 @@ fn ms(d: std::time::Duration) -> f64 {
 
 fn main() {
     let started = Instant::now();
-    println!("| workload | wheel-timer | tokio::time | others | tokio ÷ ours |");
+    println!("| workload | tokio-wheel | tokio::time | others | tokio ÷ ours |");
     println!("|---|---|---|---|---|");
     match std::env::args().nth(1).as_deref() {
         Some("churn-mt") => return churn_mt_row(),
