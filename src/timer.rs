@@ -301,7 +301,8 @@ impl Timer {
     /// Waits until the driver has processed every tick that has ended by now: every
     /// timer due by then has fired (its task woken, its inline callback run), except
     /// one due within the current quarter tick, the wheel's step. Returns at once
-    /// once the timer is shut down.
+    /// once the timer is shut down. "Now" is the driver's runtime's clock: it waits
+    /// for one complete turn of the driver that started after the call.
     ///
     /// For tests with the paused clock. After `tokio::time::advance(d).await`, Tokio's
     /// own sleeps that `d` passed are already woken, but this timer's driver is a task

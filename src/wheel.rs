@@ -456,14 +456,23 @@ impl<T> Wheel<T> {
             .then(|| std::mem::take(&mut self.entries))
     }
 
-    /// Removes every entry, in no particular order, resetting nothing else.
-    pub(crate) fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
+    /// Removes every entry, in no particular order, with the key and step that named
+    /// it; resets nothing else.
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = (Key, u64, T)> {
         for level in self.levels.iter_mut() {
             level.heads.fill(NIL);
             level.occupied.fill(0);
             level.len = 0;
         }
-        self.entries.drain().map(|entry| entry.value)
+        std::mem::take(&mut self.entries)
+            .into_iter()
+            .map(|(index, entry)| {
+                let key = Key {
+                    index: index as u32,
+                    generation: entry.generation(),
+                };
+                (key, entry.step(), entry.value)
+            })
     }
 
     /// The earliest occupied slot: in the lowest level that has any, the first slot at

@@ -1,7 +1,7 @@
 //! Callbacks: `schedule`, `Scheduled`, executors, panics, capacity, shutdown,
 //! re-entrancy. Paused clock unless a test needs real threads to be slow.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -692,4 +692,71 @@ async fn detached_without_a_handle_is_refused_like_schedule() {
         Error::Shutdown
     );
     assert_eq!(timer.stats().fired, 0);
+}
+
+/// More callbacks due at one step than a turn hands out (4096): the turn stops inside
+/// the step. Those that ran meanwhile must say `is_expired()`, those waiting not.
+#[tokio::test(start_paused = true)]
+async fn callbacks_run_by_a_turn_that_stopped_inside_their_step_are_expired() {
+    const N: usize = 5000;
+    let timer = timer_with(Executor::Inline);
+    let ran: Arc<Vec<AtomicBool>> = Arc::new((0..N).map(|_| AtomicBool::new(false)).collect());
+    let first = Arc::new(tokio::sync::Notify::new());
+    let handles: Vec<_> = (0..N)
+        .map(|i| {
+            let (ran, first) = (ran.clone(), first.clone());
+            let callback = move || {
+                ran[i].store(true, Ordering::SeqCst);
+                first.notify_one();
+            };
+            timer.schedule(Duration::from_millis(15), callback).unwrap()
+        })
+        .collect();
+    first.notified().await; // between the driver's first turn and its second
+    let done = (0..N).filter(|&i| ran[i].load(Ordering::SeqCst)).count();
+    assert!(
+        done > 0 && done < N,
+        "the turn stopped inside the step: {done}"
+    );
+    for (i, handle) in handles.iter().enumerate() {
+        assert_eq!(
+            handle.is_expired(),
+            ran[i].load(Ordering::SeqCst),
+            "callback {i}"
+        );
+    }
+}
+
+/// A job its executor drops after the driver's last turn goes back to the timer; if
+/// the driver's runtime then goes away, it is counted as stranded, not lost unseen.
+#[test]
+fn a_handed_back_callback_pending_when_the_driver_is_lost_is_counted() {
+    type Jobs = Arc<Mutex<Vec<Box<dyn FnOnce() + Send>>>>;
+    let jobs: Jobs = Default::default();
+    let keep = jobs.clone();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let timer = runtime.block_on(async {
+        let executor = Executor::Custom(Arc::new(move |job| keep.lock().unwrap().push(job)));
+        let timer = Timer::builder()
+            .tick(TICK)
+            .executor(executor)
+            .build()
+            .unwrap();
+        timer.schedule_detached(TICK, || ()).unwrap();
+        tokio::time::advance(TICK * 3).await;
+        timer.catch_up().await;
+        timer
+    });
+    assert_eq!(jobs.lock().unwrap().len(), 1, "handed to the executor");
+    jobs.lock().unwrap().clear(); // dropped unrun: back to the timer
+    drop(runtime);
+    let stats = timer.stats();
+    assert_eq!(
+        (stats.executor_rejections, stats.stranded_callbacks),
+        (1, 1)
+    );
 }

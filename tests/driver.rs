@@ -427,3 +427,29 @@ fn a_runtime_dropped_before_the_driver_ever_ran_leaves_nothing_hanging() {
     });
     assert_eq!(timer.schedule(TICK, || {}).unwrap_err(), Error::Shutdown);
 }
+
+/// `catch_up` from a paused-clock test on a timer whose driver runs on another,
+/// real-clock runtime: it waits for one turn of that driver, not for the driver's
+/// clock to reach the caller's (which spun the driver for as long as the advance).
+#[test]
+fn catch_up_waits_one_turn_of_a_driver_on_another_runtime() {
+    let (_driver_rt, timer) = timer_on_its_own_runtime();
+    let paused = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    paused.block_on(async {
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let before = timer.stats().driver_wakeups;
+        let started = std::time::Instant::now();
+        timer.catch_up().await;
+        let turns = timer.stats().driver_wakeups - before;
+        assert!(turns <= 3, "{turns} driver turns");
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+    });
+}

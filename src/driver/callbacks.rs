@@ -151,9 +151,11 @@ impl Shared {
             CallbackState::Cancelled
         } else if wheels.callbacks.contains(reg.key, step) {
             CallbackState::Scheduled
-        } else if step > wheels.callbacks.elapsed() {
-            // Gone, not cancelled, its step not processed: only shutdown takes out an
-            // entry so (and the wheel stops there).
+        } else if wheels
+            .unfired
+            .binary_search(&(reg.key.to_bits(), step))
+            .is_ok()
+        {
             CallbackState::Unfired
         } else {
             CallbackState::Expired

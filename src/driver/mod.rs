@@ -100,6 +100,10 @@ const _: () = assert!(crate::config::MAX_SHARDS <= 1 << SHARD_BITS);
 pub(crate) struct Wheels {
     futures: Wheel<Waker>,
     callbacks: Wheel<Callback>,
+    /// The callbacks shutdown took out unrun, as `(key bits, step)`, sorted: how a
+    /// `Scheduled` tells "returned by shutdown" from "handed to its executor" once its
+    /// entry is gone. Empty until shutdown.
+    unfired: Vec<(u64, u64)>,
 }
 
 impl Wheels {
@@ -107,6 +111,7 @@ impl Wheels {
         Wheels {
             futures: Wheel::new(slots),
             callbacks: Wheel::new(slots),
+            unfired: Vec::new(),
         }
     }
 
@@ -179,8 +184,11 @@ pub(crate) struct Shared {
     notify: Arc<Notify>,
     /// Becomes `true` when the driver task has ended (or was dropped).
     stopped: watch::Sender<bool>,
-    /// The step the last complete turn processed to (every shard, every step up to it).
-    caught_up_to: StdAtomicU64,
+    /// Turns started, numbering them from 1.
+    turns_started: StdAtomicU64,
+    /// The number of the latest turn that completed (processed every shard up to its
+    /// clock): what `catch_up` waits on.
+    last_complete_turn: StdAtomicU64,
     /// Notified after every turn and when the driver ends: what `catch_up` waits on.
     turned: Notify,
     counters: Counters,
@@ -267,7 +275,8 @@ impl Shared {
             runtime,
             notify: Arc::new(Notify::new()),
             stopped: watch::Sender::new(false),
-            caught_up_to: StdAtomicU64::new(0),
+            turns_started: StdAtomicU64::new(0),
+            last_complete_turn: StdAtomicU64::new(0),
             turned: Notify::new(),
             counters: Counters::default(),
         })

@@ -65,8 +65,13 @@ impl Shared {
         let mut unfired = Vec::new();
         for shard in self.shards.iter() {
             let mut wheels = lock(&shard.wheels);
-            wakers.extend(wheels.futures.drain());
-            unfired.extend(wheels.callbacks.drain());
+            let wheels = &mut *wheels;
+            wakers.extend(wheels.futures.drain().map(|(_, _, waker)| waker));
+            for (key, step, callback) in wheels.callbacks.drain() {
+                wheels.unfired.push((key.to_bits(), step));
+                unfired.push(callback);
+            }
+            wheels.unfired.sort_unstable();
             shard.elapsed.store(u64::MAX, Ordering::Release);
         }
         let rejected = std::mem::take(&mut *lock(&self.rejected));
@@ -89,10 +94,17 @@ impl Shared {
         let mut wakers = Vec::new();
         for shard in self.shards.iter() {
             // Pending callbacks stay where they are, for shutdown() to return.
-            wakers.extend(lock(&shard.wheels).futures.drain());
+            wakers.extend(
+                lock(&shard.wheels)
+                    .futures
+                    .drain()
+                    .map(|(_, _, waker)| waker),
+            );
             shard.elapsed.store(u64::MAX, Ordering::Release);
         }
-        let stranded = self.callbacks.load(Ordering::SeqCst);
+        // Those in the wheel, and those an executor handed back since the last turn:
+        // shutdown() returns both, and nothing else would run them now.
+        let stranded = self.callbacks.load(Ordering::SeqCst) + lock(&self.rejected).len();
         self.counters
             .stranded
             .fetch_add(stranded as u64, Ordering::Relaxed);
@@ -108,15 +120,18 @@ impl Shared {
         drop(release);
     }
 
-    /// Waits until a turn of the driver has processed every step that has ended by
-    /// now, asking the driver for one at once; or until the timer is shut down.
+    /// Waits until a turn of the driver that started after this call has completed
+    /// (processed every step its clock had reached), asking the driver for one at
+    /// once; or until the timer is shut down. A turn, not a step, so that a caller on
+    /// another runtime's clock waits for one turn rather than for the two clocks to
+    /// agree.
     pub(crate) async fn catch_up(&self) {
-        let now = self.clock.step_now(Instant::now());
+        let called = self.turns_started.load(Ordering::SeqCst);
         loop {
             let mut turned = pin!(self.turned.notified());
             // Registered before the check, so a turn that ends in between is not missed.
             turned.as_mut().enable();
-            if self.is_shutdown() || self.caught_up_to.load(Ordering::SeqCst) >= now {
+            if self.is_shutdown() || self.last_complete_turn.load(Ordering::SeqCst) > called {
                 return;
             }
             self.notify.notify_one();
@@ -143,12 +158,20 @@ impl Shared {
         if self.is_shutdown() {
             return Turn::Exit;
         }
+        let turn = self.turns_started.fetch_add(1, Ordering::SeqCst) + 1;
         // Busy: registrations need not notify until we park again.
         self.parked_until.store(0, Ordering::SeqCst);
         let mut done = true;
         let mut fired_callbacks = 0;
+        let mut shut_down = false;
         for shard in self.shards.iter() {
             let mut wheels = lock(&shard.wheels);
+            if self.is_shutdown() {
+                // Drained (or about to be) by shutdown: its steps stop where they
+                // are. What earlier shards handed out is still woken below.
+                shut_down = true;
+                break;
+            }
             done &= wheels
                 .futures
                 .advance(now, BATCH, |waker| expired.push(Payload::Wake(waker)));
@@ -185,9 +208,12 @@ impl Shared {
             self.run_inline(callback);
         }
         if done {
-            self.caught_up_to.store(now, Ordering::SeqCst);
+            self.last_complete_turn.fetch_max(turn, Ordering::SeqCst);
         }
         self.turned.notify_waiters();
+        if shut_down {
+            return Turn::Exit;
+        }
         if !done {
             return Turn::Again;
         }
