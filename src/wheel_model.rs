@@ -36,12 +36,15 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
     use proptest::prelude::*;
     prop_oneof![
         // Near steps often: the step an advance stopped inside is one ahead.
-        4 => prop_oneof![0u64..3, 0u64..80].prop_map(Op::Insert),
+        // Far ones too, into upper levels, which advances and reschedules then reach.
+        4 => prop_oneof![0u64..3, 0u64..80, 1u64 << 10..1u64 << 30].prop_map(Op::Insert),
         1 => prop_oneof![Just(u64::MAX), Just(MAX_STEP), Just(MAX_STEP - 1), 1u64 << 40..1u64 << 50]
             .prop_map(Op::InsertAbsolute),
         2 => any::<usize>().prop_map(Op::Remove),
-        2 => (any::<usize>(), 0u64..80).prop_map(|(k, d)| Op::Reschedule(k, d)),
-        3 => prop_oneof![0u64..4, 0u64..40, 100u64..400].prop_flat_map(|d| (Just(d), 1usize..6))
+        2 => (any::<usize>(), prop_oneof![0u64..80, 1u64 << 10..1u64 << 30])
+            .prop_map(|(k, d)| Op::Reschedule(k, d)),
+        3 => prop_oneof![0u64..4, 0u64..40, 100u64..400, 1u64 << 10..1u64 << 30]
+            .prop_flat_map(|d| (Just(d), 1usize..6))
             .prop_map(|(d, l)| Op::Advance(d, l)),
     ]
 }
