@@ -169,22 +169,6 @@ struct Level {
     len: usize,
 }
 
-#[cfg(any(test, fuzzing))]
-impl<T: Clone> Clone for Wheel<T> {
-    /// For the model test, which probes what advancing would do.
-    fn clone(&self) -> Self {
-        Wheel {
-            entries: self.entries.clone(),
-            levels: self.levels.clone(),
-            level0_bits: self.level0_bits,
-            level0_mask: self.level0_mask,
-            elapsed: self.elapsed,
-            in_progress: self.in_progress,
-            generation: self.generation,
-        }
-    }
-}
-
 impl Level {
     fn new(slots: usize) -> Self {
         Level {
@@ -227,8 +211,9 @@ struct Event {
     step: u64,
 }
 
-/// A hierarchical timing wheel of entries of type `T`.
-#[derive(Debug)]
+/// A hierarchical timing wheel of entries of type `T`. (`Clone` for the model test,
+/// which probes what advancing would do.)
+#[derive(Debug, Clone)]
 pub(crate) struct Wheel<T> {
     entries: Slab<Entry<T>>,
     /// Level 0 (`slots` slots of one step), then levels of [`UPPER_SLOTS_BITS`]-bit
@@ -380,14 +365,15 @@ impl<T> Wheel<T> {
         if to < self.first_open_step() {
             return Err(self.remove(key, step));
         }
-        if self.place(to) == self.place(step.min(MAX_STEP)) {
+        let (from, at) = (self.place(step.min(MAX_STEP)), self.place(to));
+        if from == at {
             // Same list: no relinking needed.
             self.entries[key.index as usize].set_step(to);
             return Ok(());
         }
-        self.unlink(key.index);
+        self.unlink_from(key.index, from);
         self.entries[key.index as usize].set_step(to);
-        self.link(key.index);
+        self.link_at(key.index, at);
         Ok(())
     }
 
@@ -570,7 +556,12 @@ impl<T> Wheel<T> {
 
     #[inline]
     fn link(&mut self, index: u32) {
-        let (level, slot) = self.place(self.entries[index as usize].step());
+        self.link_at(index, self.place(self.entries[index as usize].step()));
+    }
+
+    /// Links entry `index` at `(level, slot)`, which is `place` of its step.
+    #[inline]
+    fn link_at(&mut self, index: u32, (level, slot): (usize, usize)) {
         let level = &mut self.levels[level];
         // The bounds check doubles as the allocation check: unallocated heads are empty.
         let head = match level.heads.get(slot) {
@@ -594,9 +585,14 @@ impl<T> Wheel<T> {
 
     #[inline]
     fn unlink(&mut self, index: u32) {
+        self.unlink_from(index, self.place(self.entries[index as usize].step()));
+    }
+
+    /// Unlinks entry `index` from `(level, slot)`, which is `place` of its step.
+    #[inline]
+    fn unlink_from(&mut self, index: u32, (level, slot): (usize, usize)) {
         let entry = &self.entries[index as usize];
         let (prev, next) = (entry.prev, entry.next);
-        let (level, slot) = self.place(entry.step());
         let level = &mut self.levels[level];
         level.len -= 1;
         if prev != NIL {
