@@ -95,6 +95,20 @@ async fn main() {
     println!("peak pending():  {peak}");
     println!("pending() now:   {}", timer.pending());
     println!("wall time:       {:?}", started.elapsed());
+    // What a metrics exporter would read: fired against cancelled is timed out against
+    // answered in time (a request answered on the first poll never registered).
+    let stats = timer.stats();
+    println!("stats.fired:     {} (timers that expired)", stats.fired);
+    println!(
+        "stats.cancelled: {} (removed before firing)",
+        stats.cancelled
+    );
+    println!("stats.reset:     {} (moved in place)", stats.reset);
+    println!(
+        "stats.lateness:  {} (driver's lateness, by bucket)",
+        stats.lateness
+    );
+    println!("driver wakeups:  {}", stats.driver_wakeups);
     assert_eq!(answered + timed_out, requests as usize);
     assert_eq!(
         worst_early_ns.load(Ordering::Relaxed),
@@ -102,5 +116,7 @@ async fn main() {
         "a request timed out before its deadline"
     );
     assert_eq!(timer.pending(), 0);
+    assert_eq!(stats.fired, timed_out as u64);
+    assert_eq!(stats.lateness.total(), stats.fired);
     println!("no request timed out early");
 }

@@ -148,6 +148,12 @@ impl Clock {
             .unwrap_or_else(|| far_future(self.origin))
     }
 
+    /// How long before `now` step `step` started: an upper bound on how late a
+    /// timer due in that step is at `now` (by less than a step).
+    pub(crate) fn lateness(&self, step: u64, now: Instant) -> Duration {
+        now.saturating_duration_since(self.step_end(step.saturating_sub(1)))
+    }
+
     /// The configured tick.
     pub(crate) fn tick(&self) -> Duration {
         self.tick

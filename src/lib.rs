@@ -118,7 +118,7 @@ pub use error::{Elapsed, Error};
 pub use interval::Interval;
 pub use scheduled::{Scheduled, Unfired};
 pub use sleep::Sleep;
-pub use stats::Stats;
+pub use stats::{Lateness, Stats};
 pub use timeout::Timeout;
 pub use timer::Timer;
 pub use tokio::time::{Instant, MissedTickBehavior};
@@ -161,6 +161,7 @@ pub mod loom_hooks {
     /// One driver turn, as if the clock had reached the end of tick `now`.
     pub fn turn(timer: &Timer, now: u64) {
         let mut expired = Vec::new();
+        let now = timer.shared().clock.step_end(now);
         let _: Turn = timer.shared().turn_to(now, &mut expired);
     }
 

@@ -1,6 +1,13 @@
-//! [`Stats`]: counters of what a timer has done, for monitoring and tests.
+//! [`Stats`]: counters of what a timer has done, for monitoring and tests, and the
+//! [`Lateness`] histogram among them.
+
+use std::fmt;
+use std::time::Duration;
 
 /// A snapshot of what a [`Timer`](crate::Timer) has done, from [`Timer::stats`](crate::Timer::stats).
+///
+/// Every counter runs from the timer's creation and only grows (but `pending`); take
+/// two snapshots and subtract for a rate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
@@ -11,6 +18,18 @@ pub struct Stats {
     pub driver_wakeups: u64,
     /// Timers (futures and callbacks) fired since the timer was built.
     pub fired: u64,
+    /// Timers removed from the wheel before they fired: a pending [`Sleep`](crate::Sleep)
+    /// (or the [`Timeout`](crate::Timeout) around it) dropped, a pending callback
+    /// [cancelled](crate::Scheduled::cancel). For request deadlines, `cancelled` against
+    /// `fired` is how many requests answered in time against how many timed out.
+    pub cancelled: u64,
+    /// Pending timers moved to a new deadline in place by
+    /// [`Sleep::reset`](crate::Sleep::reset) (also through hyper's `Timer::reset`).
+    /// Resetting a `Sleep` that had fired or was never polled registers it afresh on
+    /// its next poll, and is not counted here.
+    pub reset: u64,
+    /// How late the driver fired timers, counted in log-scale buckets; see [`Lateness`].
+    pub lateness: Lateness,
     /// Callbacks that panicked; each was caught and the timer went on.
     pub callback_panics: u64,
     /// Expired callbacks an [`Executor::Custom`](crate::Executor::Custom) (or a
@@ -21,4 +40,130 @@ pub struct Stats {
     /// timer. Nothing can run them any more: [`Timer::shutdown`](crate::Timer::shutdown) returns them (to run
     /// or drop), and if every handle is dropped first they are dropped unrun.
     pub stranded_callbacks: u64,
+}
+
+/// How late fired timers were: a count of timers per bucket of lateness, the buckets
+/// bounded by [`Lateness::BOUNDS`] (1 ms, 4 ms, 16 ms, ... 1.024 s, then the rest).
+///
+/// A timer's lateness is how long after its deadline the driver fired it (woke its
+/// task, or handed its callback to the executor); the task then runs when its runtime
+/// schedules it. It is measured from the start of the quarter-tick step the deadline
+/// lies in, so it reads up to a quarter tick *more* than the exact figure, never less.
+/// With the clock on time, every timer lands below one tick plus Tokio's millisecond;
+/// counts beyond that mean the driver ran late (a busy runtime, a blocked worker, a
+/// `max_pending` burst), which is what the histogram is for.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use std::time::Duration;
+/// use tokio_wheel::Timer;
+///
+/// let timer = Timer::builder().tick(Duration::from_millis(1)).build().unwrap();
+/// timer.sleep(Duration::from_millis(10)).await;
+/// let lateness = timer.stats().lateness;
+/// assert_eq!(lateness.total(), 1);
+/// assert_eq!(lateness.at_most(Duration::from_millis(4)), 1);
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lateness {
+    counts: [u64; BUCKETS],
+}
+
+/// Buckets in a [`Lateness`] histogram: one below each bound and one above the last.
+const BUCKETS: usize = 7;
+
+impl Lateness {
+    /// The buckets' exclusive upper bounds, powers of four from 1 ms. Bucket `i` counts
+    /// lateness in `BOUNDS[i - 1]..BOUNDS[i]` (from zero for the first); the last
+    /// bucket, `BOUNDS[5]` and more.
+    pub const BOUNDS: [Duration; BUCKETS - 1] = [
+        Duration::from_millis(1),
+        Duration::from_millis(4),
+        Duration::from_millis(16),
+        Duration::from_millis(64),
+        Duration::from_millis(256),
+        Duration::from_millis(1024),
+    ];
+
+    /// The count in each bucket, earliest first.
+    pub fn counts(&self) -> [u64; BUCKETS] {
+        self.counts
+    }
+
+    /// Timers counted: every fired timer.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// Timers in the buckets whose upper bound is at most `bound` (so, fired less than
+    /// that late). Between two bounds, rounds down to the lower one.
+    pub fn at_most(&self, bound: Duration) -> u64 {
+        let buckets = Self::BOUNDS.iter().take_while(|&&b| b <= bound).count();
+        self.counts[..buckets].iter().sum()
+    }
+
+    /// The bucket that `late` falls in.
+    pub(crate) fn bucket(late: Duration) -> usize {
+        Self::BOUNDS.iter().take_while(|&&b| b <= late).count()
+    }
+
+    pub(crate) fn from_counts(counts: [u64; BUCKETS]) -> Lateness {
+        Lateness { counts }
+    }
+}
+
+/// One bucket per item, empty ones left out: `<1ms: 3, 1-4ms: 10, >=1024ms: 1`.
+impl fmt::Display for Lateness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for (i, &count) in self.counts.iter().enumerate().filter(|(_, &c)| c > 0) {
+            if !first {
+                f.write_str(", ")?;
+            }
+            first = false;
+            let ms = |d: Duration| d.as_millis();
+            match i {
+                0 => write!(f, "<{}ms: {count}", ms(Self::BOUNDS[0]))?,
+                BUCKETS_LAST => write!(f, ">={}ms: {count}", ms(Self::BOUNDS[i - 1]))?,
+                _ => write!(
+                    f,
+                    "{}-{}ms: {count}",
+                    ms(Self::BOUNDS[i - 1]),
+                    ms(Self::BOUNDS[i])
+                )?,
+            }
+        }
+        if first {
+            f.write_str("none")?;
+        }
+        Ok(())
+    }
+}
+
+const BUCKETS_LAST: usize = BUCKETS - 1;
+
+/// Lateness counts a turn of the driver gathers before adding them to the shared ones.
+pub(crate) type LatenessCounts = [u64; BUCKETS];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lateness_falls_in_the_bucket_below_its_bound() {
+        let ms = Duration::from_millis;
+        assert_eq!(Lateness::bucket(Duration::ZERO), 0);
+        assert_eq!(Lateness::bucket(ms(1) - Duration::from_nanos(1)), 0);
+        assert_eq!(Lateness::bucket(ms(1)), 1);
+        assert_eq!(Lateness::bucket(ms(5)), 2);
+        assert_eq!(Lateness::bucket(ms(1023)), 5);
+        assert_eq!(Lateness::bucket(ms(1024)), 6);
+        assert_eq!(Lateness::bucket(Duration::MAX), 6);
+        let l = Lateness::from_counts([1, 2, 0, 0, 0, 0, 3]);
+        assert_eq!((l.total(), l.at_most(ms(4)), l.at_most(ms(3))), (6, 3, 1));
+        assert_eq!(l.to_string(), "<1ms: 1, 1-4ms: 2, >=1024ms: 3");
+        assert_eq!(Lateness::default().to_string(), "none");
+    }
 }

@@ -386,14 +386,19 @@ impl<T> Wheel<T> {
     }
 
     /// Processes steps up to and including `to`, handing every entry with
-    /// `step <= to` to `expire`, and stops early once `limit` (at least 1) entries were
+    /// `step <= to` to `expire` with its step, and stops early once `limit` (at least 1) entries were
     /// handed out, even in the middle of a step. Returns `true` when `elapsed() == to`;
     /// `false` means call again to continue.
     ///
     /// Visits only occupied slots, each at most once per call however far `to` is
     /// ahead. Moving a slot's entries down a level is not counted against `limit`: it
     /// runs no user code, and each entry moves at most once per level in its life.
-    pub(crate) fn advance(&mut self, to: u64, limit: usize, mut expire: impl FnMut(T)) -> bool {
+    pub(crate) fn advance(
+        &mut self,
+        to: u64,
+        limit: usize,
+        mut expire: impl FnMut(u64, T),
+    ) -> bool {
         let to = to.min(MAX_STEP);
         if to <= self.elapsed {
             return true;
@@ -487,7 +492,12 @@ impl<T> Wheel<T> {
 
     /// Hands out the entries of level 0's `slot` while `budget` lasts (decrementing
     /// it); returns `false` if it ran out with entries left in the slot.
-    fn expire_slot(&mut self, slot: usize, budget: &mut usize, expire: &mut impl FnMut(T)) -> bool {
+    fn expire_slot(
+        &mut self,
+        slot: usize,
+        budget: &mut usize,
+        expire: &mut impl FnMut(u64, T),
+    ) -> bool {
         loop {
             let index = self.levels[0].heads[slot];
             if index == NIL {
@@ -498,7 +508,7 @@ impl<T> Wheel<T> {
             }
             debug_assert_eq!(self.entries[index as usize].step(), self.elapsed + 1);
             self.unlink(index);
-            expire(self.entries.remove(index as usize).value);
+            expire(self.elapsed + 1, self.entries.remove(index as usize).value);
             *budget -= 1;
         }
     }
@@ -616,7 +626,7 @@ mod tests {
 
     fn collect(wheel: &mut Wheel<u32>, to: u64) -> Vec<u32> {
         let mut out = Vec::new();
-        assert!(wheel.advance(to, usize::MAX, |v| out.push(v)));
+        assert!(wheel.advance(to, usize::MAX, |_, v| out.push(v)));
         out.sort_unstable();
         out
     }
@@ -746,7 +756,7 @@ mod tests {
         for v in 0..3 {
             wheel.insert(2, v).unwrap();
         }
-        assert!(!wheel.advance(2, 1, drop));
+        assert!(!wheel.advance(2, 1, |_, _| {}));
         assert_eq!((wheel.elapsed(), wheel.first_open_step()), (1, 3));
         assert_eq!(wheel.insert(2, 9), Err((9, InsertError::Elapsed)));
         let key = wheel.insert(3, 9).unwrap();
@@ -775,9 +785,9 @@ mod tests {
             wheel.insert(step, step as u32).unwrap();
         }
         let mut out = Vec::new();
-        assert!(!wheel.advance(6, 2, |v| out.push(v)));
+        assert!(!wheel.advance(6, 2, |_, v| out.push(v)));
         assert_eq!(out, vec![1, 2]);
-        assert!(wheel.advance(6, usize::MAX, |v| out.push(v)));
+        assert!(wheel.advance(6, usize::MAX, |_, v| out.push(v)));
         assert_eq!(out, vec![1, 2, 3, 4, 5, 6]);
     }
 
@@ -789,11 +799,11 @@ mod tests {
         }
         wheel.insert(4, 9).unwrap();
         let mut out = Vec::new();
-        assert!(!wheel.advance(4, 2, |v| out.push(v)));
+        assert!(!wheel.advance(4, 2, |_, v| out.push(v)));
         assert_eq!(out.len(), 2);
         assert_eq!(wheel.elapsed(), 2, "step 3 is not done");
-        assert!(!wheel.advance(4, 2, |v| out.push(v)));
-        assert!(wheel.advance(4, 2, |v| out.push(v)));
+        assert!(!wheel.advance(4, 2, |_, v| out.push(v)));
+        assert!(wheel.advance(4, 2, |_, v| out.push(v)));
         out.sort_unstable();
         assert_eq!(out, vec![0, 1, 2, 3, 4, 9]);
         assert_eq!(wheel.elapsed(), 4);

@@ -149,13 +149,14 @@ impl Model {
     fn advance(&mut self, delta: u64, limit: usize) -> bool {
         let to = self.wheel.elapsed().saturating_add(delta);
         let mut out = Vec::new();
-        let done = self.wheel.advance(to, limit, |v| out.push(v));
+        let done = self.wheel.advance(to, limit, |step, v| out.push((step, v)));
         assert!(out.len() <= limit.max(1), "handed out past the limit");
-        for v in out {
+        for (handed_step, v) in out {
             let (_, step) = self
                 .live
                 .remove(&v)
                 .expect("handed out once, and only live entries");
+            assert_eq!(handed_step, step, "handed out with another step");
             assert!(
                 step <= to,
                 "entry due at {step} handed out advancing to {to}"
@@ -204,7 +205,7 @@ impl Model {
                 return;
             }
             assert!(next < min, "woke at {next}, after the earliest entry {min}");
-            assert!(probe.advance(next, usize::MAX, |v| {
+            assert!(probe.advance(next, usize::MAX, |_, v| {
                 panic!("{v} handed out at {next}, before the earliest entry {min}")
             }));
         }

@@ -130,6 +130,7 @@ impl Shared {
             return false;
         };
         cancelled.store(true, Ordering::Release);
+        wheels.cancelled += 1;
         let released = wheels.callbacks.release_if_empty(RETAIN);
         drop(wheels);
         // The closure is dropped here, after the lock: its captures may do anything.

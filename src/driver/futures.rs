@@ -67,6 +67,7 @@ impl Shared {
     pub(crate) fn cancel(&self, reg: Registration, step: u64) {
         let mut wheels = lock(&self.shard(reg).wheels);
         let removed = wheels.futures.remove(reg.key, step);
+        wheels.cancelled += u64::from(removed.is_some());
         let released = wheels.futures.release_if_empty(RETAIN);
         drop(wheels);
         // Dropped here, after the lock: dropping a waker can run arbitrary code.
@@ -86,6 +87,7 @@ impl Shared {
         let mut wheels = lock(&self.shard(reg).wheels);
         match wheels.futures.reschedule(reg.key, step, to) {
             Ok(()) => {
+                wheels.reset += 1;
                 drop(wheels);
                 self.notify_if_earlier(to);
                 true

@@ -38,6 +38,7 @@ use tokio::time::Instant;
 use crate::callback::Callback;
 use crate::clock::{Clock, STEPS_PER_TICK};
 use crate::config::{Config, MAX_WHEEL_SIZE};
+use crate::stats::Lateness;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 use crate::wheel::{Key, Wheel, KEY_BITS};
 use crate::{Executor, Stats};
@@ -104,6 +105,11 @@ pub(crate) struct Wheels {
     /// `Scheduled` tells "returned by shutdown" from "handed to its executor" once its
     /// entry is gone. Empty until shutdown.
     unfired: Vec<(u64, u64)>,
+    /// Timers (futures and callbacks) removed before they fired: counted under the
+    /// lock the removal takes anyway, so the count costs no shared write.
+    cancelled: u64,
+    /// Pending futures moved to a new step in place, counted likewise.
+    reset: u64,
 }
 
 impl Wheels {
@@ -112,6 +118,8 @@ impl Wheels {
             futures: Wheel::new(slots),
             callbacks: Wheel::new(slots),
             unfired: Vec::new(),
+            cancelled: 0,
+            reset: 0,
         }
     }
 
@@ -149,6 +157,8 @@ struct Counters {
     panics: StdAtomicU64,
     rejections: StdAtomicU64,
     stranded: StdAtomicU64,
+    /// Added once per turn, from counts the turn gathered per step.
+    lateness: [StdAtomicU64; 7],
 }
 
 /// What every handle of one timer shares: the sharded wheel, the clock, and the way to
@@ -321,10 +331,24 @@ impl Shared {
     }
 
     pub(crate) fn stats(&self) -> Stats {
+        let (mut cancelled, mut reset) = (0, 0);
+        for shard in self.shards.iter() {
+            let wheels = lock(&shard.wheels);
+            cancelled += wheels.cancelled;
+            reset += wheels.reset;
+        }
+        let lateness = self
+            .counters
+            .lateness
+            .each_ref()
+            .map(|count| count.load(Ordering::Relaxed));
         Stats {
             pending: self.pending(),
             driver_wakeups: self.counters.wakeups.load(Ordering::Relaxed),
             fired: self.counters.fired.load(Ordering::Relaxed),
+            cancelled,
+            reset,
+            lateness: Lateness::from_counts(lateness),
             callback_panics: self.counters.panics.load(Ordering::Relaxed),
             executor_rejections: self.counters.rejections.load(Ordering::Relaxed),
             stranded_callbacks: self.counters.stranded.load(Ordering::Relaxed),

@@ -13,6 +13,8 @@ use tokio::time::Instant;
 
 use super::{lock, Shared, BATCH, RETAIN};
 use crate::callback::Callback;
+use crate::clock::Clock;
+use crate::stats::{Lateness, LatenessCounts};
 
 /// What a wheel entry does when it fires.
 pub(crate) enum Payload {
@@ -38,6 +40,39 @@ pub(crate) enum Turn {
     Park { next: Option<u64> },
     /// The timer was shut down.
     Exit,
+}
+
+/// The lateness buckets of what one turn fires, found once per step rather than once
+/// per timer (every timer of a step is equally late).
+struct LatenessTally<'a> {
+    clock: &'a Clock,
+    now: Instant,
+    /// The step last counted and its bucket.
+    step: Option<(u64, usize)>,
+    counts: LatenessCounts,
+}
+
+impl<'a> LatenessTally<'a> {
+    fn new(clock: &'a Clock, now: Instant) -> Self {
+        LatenessTally {
+            clock,
+            now,
+            step: None,
+            counts: LatenessCounts::default(),
+        }
+    }
+
+    fn count(&mut self, step: u64) {
+        let bucket = match self.step {
+            Some((counted, bucket)) if counted == step => bucket,
+            _ => {
+                let bucket = Lateness::bucket(self.clock.lateness(step, self.now));
+                self.step = Some((step, bucket));
+                bucket
+            }
+        };
+        self.counts[bucket] += 1;
+    }
 }
 
 impl Shared {
@@ -150,11 +185,15 @@ impl Shared {
     /// [`BATCH`] expirations per shard), then, outside the locks, wakes the futures and
     /// dispatches the callbacks that fired.
     pub(super) fn turn(self: &Arc<Self>, expired: &mut Vec<Payload>) -> Turn {
-        self.turn_to(self.clock.step_now(Instant::now()), expired)
+        self.turn_to(Instant::now(), expired)
     }
 
-    /// [`turn`](Shared::turn) as if the clock had reached the end of step `now`.
-    pub(crate) fn turn_to(self: &Arc<Self>, now: u64, expired: &mut Vec<Payload>) -> Turn {
+    /// [`turn`](Shared::turn) as if the clock read `now`.
+    pub(crate) fn turn_to(self: &Arc<Self>, now: Instant, expired: &mut Vec<Payload>) -> Turn {
+        let (now, mut lateness) = (
+            self.clock.step_now(now),
+            LatenessTally::new(&self.clock, now),
+        );
         if self.is_shutdown() {
             return Turn::Exit;
         }
@@ -172,10 +211,12 @@ impl Shared {
                 shut_down = true;
                 break;
             }
-            done &= wheels
-                .futures
-                .advance(now, BATCH, |waker| expired.push(Payload::Wake(waker)));
-            done &= wheels.callbacks.advance(now, BATCH, |callback| {
+            done &= wheels.futures.advance(now, BATCH, |step, waker| {
+                lateness.count(step);
+                expired.push(Payload::Wake(waker));
+            });
+            done &= wheels.callbacks.advance(now, BATCH, |step, callback| {
+                lateness.count(step);
                 // Taken out under the lock: from here on `cancel` returns false and
                 // `is_expired` true, with no moment in between.
                 fired_callbacks += 1;
@@ -198,6 +239,11 @@ impl Shared {
         self.counters
             .fired
             .fetch_add(expired.len() as u64, Ordering::Relaxed);
+        for (shared, &count) in self.counters.lateness.iter().zip(&lateness.counts) {
+            if count > 0 {
+                shared.fetch_add(count, Ordering::Relaxed);
+            }
+        }
         for payload in expired.drain(..) {
             match payload {
                 Payload::Wake(waker) => waker.wake(),

@@ -1,0 +1,122 @@
+//! `Stats`' counters of cancelled and reset timers, and the lateness histogram, with
+//! the paused clock.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_wheel::{Lateness, Sleep, Timer};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Polls once with a no-op waker, which registers a fresh `Sleep`.
+fn poll(sleep: &mut Sleep) -> Poll<()> {
+    Pin::new(sleep).poll(&mut Context::from_waker(Waker::noop()))
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelled_counts_timers_removed_before_they_fired_and_nothing_else() {
+    let timer = Timer::builder().tick(ms(10)).build().unwrap();
+
+    // Pending, then dropped: cancelled.
+    let mut pending = timer.sleep(ms(100));
+    assert!(poll(&mut pending).is_pending());
+    drop(pending);
+    // Never polled, so never in the wheel: not cancelled.
+    drop(timer.sleep(ms(100)));
+    // A timeout whose future answered after waiting once: cancelled. (One that
+    // answers on its first poll never registers its sleep.)
+    let answer = async {
+        tokio::task::yield_now().await;
+        7
+    };
+    assert_eq!(timer.timeout(ms(100), answer).await, Ok(7));
+    assert_eq!(timer.timeout(ms(100), async { 8 }).await, Ok(8));
+    // Fired, then dropped: not cancelled.
+    let mut fired = timer.sleep(ms(20));
+    (&mut fired).await;
+    drop(fired);
+    // A callback cancelled while pending: cancelled; once more: no longer pending.
+    let scheduled = timer.schedule(ms(100), || {}).unwrap();
+    assert!(scheduled.cancel());
+    assert!(!scheduled.cancel());
+
+    let stats = timer.stats();
+    assert_eq!(
+        (stats.cancelled, stats.fired, stats.pending),
+        (3, 1, 0),
+        "{stats:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_counts_pending_timers_moved_in_place() {
+    let timer = Timer::builder().tick(ms(10)).build().unwrap();
+    let mut sleep = timer.sleep(ms(100));
+    // Not registered yet: registers on its next poll instead of moving.
+    sleep.reset(Instant::now() + ms(200));
+    assert_eq!(timer.stats().reset, 0);
+    assert!(poll(&mut sleep).is_pending());
+    sleep.reset(Instant::now() + ms(300));
+    sleep.reset(Instant::now() + ms(50));
+    assert_eq!(timer.stats().reset, 2);
+    let start = Instant::now();
+    (&mut sleep).await;
+    assert!(start.elapsed() >= ms(50) && start.elapsed() < ms(60));
+    // Fired: a reset re-registers on the next poll rather than moving an entry.
+    sleep.reset(Instant::now() + ms(10));
+    let stats = timer.stats();
+    assert_eq!(
+        (stats.reset, stats.cancelled, stats.fired),
+        (2, 0, 1),
+        "{stats:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn lateness_counts_every_fired_timer_in_its_bucket() {
+    // A 4 ms tick has 1 ms steps.
+    let timer = Timer::builder().tick(ms(4)).build().unwrap();
+    let on_time: Vec<_> = (1..=20).map(|n| timer.sleep(ms(n))).collect();
+    futures::future::join_all(on_time).await;
+    let lateness = timer.stats().lateness;
+    // The driver wakes at tick ends: at most 4 ms after a step's start.
+    assert_eq!(lateness.total(), 20, "{lateness}");
+    assert_eq!(
+        lateness.at_most(ms(4)) + lateness.counts()[2],
+        20,
+        "{lateness}"
+    );
+
+    // Due in the step [14 ms, 15 ms) from now; the driver does not run before 18 ms.
+    let start = Instant::now();
+    let mut late = timer.sleep(ms(15));
+    assert!(poll(&mut late).is_pending());
+    tokio::time::advance(ms(18)).await;
+    late.await;
+    assert_eq!(start.elapsed(), ms(18));
+    // 3 ms late, reported from the step's start as 4 ms: the [4 ms, 16 ms) bucket.
+    let after = timer.stats().lateness;
+    let added: Vec<u64> = (0..7)
+        .map(|i| after.counts()[i] - lateness.counts()[i])
+        .collect();
+    assert_eq!(added, [0, 0, 1, 0, 0, 0, 0], "{after}");
+    assert_eq!(Lateness::BOUNDS[1], ms(4));
+    assert_eq!(timer.stats().fired, after.total());
+}
+
+#[tokio::test(start_paused = true)]
+async fn lateness_sees_a_driver_that_ran_late() {
+    let timer = Timer::builder().tick(ms(1)).build().unwrap();
+    let mut sleep = timer.sleep(ms(10));
+    assert!(poll(&mut sleep).is_pending());
+    // The runtime is blocked for 300 ms past the deadline: the driver cannot run.
+    tokio::time::advance(ms(310)).await;
+    sleep.await;
+    let lateness = timer.stats().lateness;
+    assert_eq!(lateness.counts(), [0, 0, 0, 0, 0, 1, 0], "{lateness}");
+}
