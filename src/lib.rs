@@ -17,6 +17,10 @@
 //!   without a handle; [`Timer::shutdown`] returns the [`Unfired`] ones.
 //! * [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`] — the same on a
 //!   process-wide [default timer](#default-timer).
+//! * With the `hyper` feature, `Timer` implements `hyper::rt::Timer`:
+//!   `http1::Builder::new().timer(timer.clone())` runs hyper's header-read timeouts and
+//!   keep-alive on the wheel. With `tower`, `tower::TimeoutLayer` is a drop-in for
+//!   tower's. Both are off by default.
 //!
 //! # Examples
 //!
@@ -91,8 +95,11 @@ mod builder;
 mod callback;
 mod clock;
 mod config;
+mod default;
 mod driver;
 mod error;
+#[cfg(feature = "hyper")]
+mod hyper;
 #[allow(unsafe_code)]
 mod inline_fn;
 mod interval;
@@ -104,16 +111,15 @@ mod timeout;
 mod timer;
 #[cfg(test)]
 mod timer_model;
+#[cfg(feature = "tower")]
+pub mod tower;
 mod wheel;
 #[cfg(any(test, fuzzing))]
 mod wheel_model;
 
-use std::future::IntoFuture;
-use std::sync::OnceLock;
-use std::time::Duration;
-
 pub use builder::Builder;
 pub use config::Executor;
+pub use default::{interval, sleep, sleep_until, timeout, timeout_at};
 pub use error::{Elapsed, Error};
 pub use interval::Interval;
 pub use scheduled::{Scheduled, Unfired};
@@ -188,96 +194,4 @@ pub mod loom_hooks {
     pub fn shutdown(timer: &Timer) -> Vec<crate::Unfired> {
         timer.shutdown_now()
     }
-}
-
-/// The process-wide timer behind the free functions; see [the crate docs](crate#default-timer).
-fn default_timer() -> &'static Timer {
-    static DEFAULT: OnceLock<Timer> = OnceLock::new();
-    DEFAULT.get_or_init(|| {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .expect("tokio-wheel: cannot create the default timer's runtime");
-        let timer = Timer::builder()
-            .build_on(runtime.handle())
-            .expect("tokio-wheel: the default settings are valid");
-        std::thread::Builder::new()
-            .name("tokio-wheel".into())
-            .spawn(move || runtime.block_on(std::future::pending::<()>()))
-            .expect("tokio-wheel: cannot spawn the default timer's thread");
-        timer
-    })
-}
-
-/// Sleeps for `duration` on the [default timer](crate#default-timer); see
-/// [`Timer::sleep`].
-///
-/// # Panics
-///
-/// The first call panics if the default timer's thread or runtime cannot be created.
-///
-/// # Examples
-///
-/// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// use std::time::Duration;
-///
-/// tokio_wheel::sleep(Duration::from_millis(20)).await;
-/// # }
-/// ```
-pub fn sleep(duration: Duration) -> Sleep {
-    default_timer().sleep(duration)
-}
-
-/// Sleeps until `deadline` on the [default timer](crate#default-timer); see
-/// [`Timer::sleep_until`].
-///
-/// # Panics
-///
-/// As [`sleep`].
-pub fn sleep_until(deadline: Instant) -> Sleep {
-    default_timer().sleep_until(deadline)
-}
-
-/// Runs `future` with a deadline `duration` from now on the
-/// [default timer](crate#default-timer); see [`Timeout`].
-///
-/// # Panics
-///
-/// As [`sleep`].
-///
-/// # Examples
-///
-/// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// use std::time::Duration;
-///
-/// let slow = tokio_wheel::timeout(Duration::from_millis(20), std::future::pending::<()>());
-/// assert!(slow.await.is_err());
-/// # }
-/// ```
-pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    default_timer().timeout(duration, future)
-}
-
-/// Runs `future` with a deadline at `deadline` on the
-/// [default timer](crate#default-timer); see [`Timeout`].
-///
-/// # Panics
-///
-/// As [`sleep`].
-pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
-    default_timer().timeout_at(deadline, future)
-}
-
-/// An [`Interval`] on the [default timer](crate#default-timer); see
-/// [`Timer::interval`].
-///
-/// # Panics
-///
-/// As [`sleep`].
-pub fn interval(period: Duration) -> Interval {
-    default_timer().interval(period)
 }

@@ -1,0 +1,48 @@
+//! hyper 1.x's runtime timer (feature `hyper`): `impl hyper::rt::Timer for Timer`, so
+//! that `http1::Builder::new().timer(timer.clone())` runs hyper's header-read
+//! timeouts, keep-alive and HTTP/2 pings on the wheel.
+//!
+//! hyper speaks `std::time::Instant`; the wheel, Tokio's. The two are the same clock
+//! except under Tokio's paused clock, where only Tokio's is paused: `now()` therefore
+//! reads Tokio's, so that the deadlines hyper computes from it agree with the wheel
+//! in paused-clock tests too.
+
+use std::pin::Pin;
+use std::time::{Duration, Instant as StdInstant};
+
+use ::hyper::rt;
+use tokio::time::Instant;
+
+use crate::{Sleep, Timer};
+
+/// hyper's timer on this wheel. Sleeps are boxed [`Sleep`]s, and [`reset`]
+/// (`rt::Timer::reset`) moves one in place: no new box, no new wheel entry.
+///
+/// [`reset`]: rt::Timer::reset
+impl rt::Timer for Timer {
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn rt::Sleep>> {
+        Box::pin(Timer::sleep(self, duration))
+    }
+
+    /// Never panics: an instant before the timer's creation (or Tokio's paused
+    /// clock's start) is in the past, and the sleep completes on its first poll.
+    fn sleep_until(&self, deadline: StdInstant) -> Pin<Box<dyn rt::Sleep>> {
+        Box::pin(Timer::sleep_until(self, Instant::from_std(deadline)))
+    }
+
+    /// Tokio's clock, which the wheel reads: paused when Tokio's is.
+    fn now(&self) -> StdInstant {
+        Instant::now().into_std()
+    }
+
+    /// Moves a [`Sleep`] of this crate in place (whichever `Timer` made it, it stays
+    /// on that one); any other sleep is replaced by a new one from this timer.
+    fn reset(&self, sleep: &mut Pin<Box<dyn rt::Sleep>>, new_deadline: StdInstant) {
+        match sleep.as_mut().downcast_mut_pin::<Sleep>() {
+            Some(ours) => Pin::into_inner(ours).reset(Instant::from_std(new_deadline)),
+            None => *sleep = rt::Timer::sleep_until(self, new_deadline),
+        }
+    }
+}
+
+impl rt::Sleep for Sleep {}

@@ -1,0 +1,172 @@
+//! A drop-in for [`tower::timeout`] on the wheel (feature `tower`).
+//!
+//! Swap the import and keep the rest: the layer's error is a [`tower::BoxError`]
+//! holding [`tower::timeout::error::Elapsed`] on expiry, exactly as tower's own, so
+//! `err.is::<Elapsed>()` checks and axum's `HandleErrorLayer` recipes work unchanged.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use std::time::Duration;
+//! use tower::{service_fn, BoxError, Service, ServiceBuilder, ServiceExt};
+//! use tower::timeout::error::Elapsed;
+//! use tokio_wheel::tower::TimeoutLayer; // was: tower::timeout::TimeoutLayer
+//!
+//! let mut slow = ServiceBuilder::new()
+//!     .layer(TimeoutLayer::new(Duration::from_millis(50)))
+//!     .service(service_fn(|_: ()| std::future::pending::<Result<(), BoxError>>()));
+//! let err = slow.ready().await.unwrap().call(()).await.unwrap_err();
+//! assert!(err.is::<Elapsed>());
+//! # }
+//! ```
+//!
+//! [`tower::BoxError`]: ::tower::BoxError
+//! [`tower::timeout::error::Elapsed`]: ::tower::timeout::error::Elapsed
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use ::tower::timeout::error::Elapsed;
+use ::tower::{BoxError, Layer, Service};
+use pin_project_lite::pin_project;
+
+use crate::default::default_timer;
+use crate::Timer;
+
+/// Applies a [`Timeout`] to every request of the services it wraps.
+///
+/// [`new`](TimeoutLayer::new) uses the process-wide [default timer](crate#default-timer),
+/// [`with_timer`](TimeoutLayer::with_timer) an explicit [`Timer`] (whose tick bounds
+/// how late a request is cut off, and which follows Tokio's paused clock in tests).
+#[derive(Clone, Debug)]
+pub struct TimeoutLayer {
+    timer: Timer,
+    timeout: Duration,
+}
+
+impl TimeoutLayer {
+    /// Requests time out `timeout` after the call, on the default timer.
+    ///
+    /// # Panics
+    ///
+    /// As [`sleep`](crate::sleep): if the default timer cannot be created.
+    pub fn new(timeout: Duration) -> Self {
+        TimeoutLayer::with_timer(default_timer().clone(), timeout)
+    }
+
+    /// Requests time out `timeout` after the call, on `timer`.
+    pub fn with_timer(timer: Timer, timeout: Duration) -> Self {
+        TimeoutLayer { timer, timeout }
+    }
+}
+
+impl<S> Layer<S> for TimeoutLayer {
+    type Service = Timeout<S>;
+
+    fn layer(&self, inner: S) -> Timeout<S> {
+        Timeout::with_timer(inner, self.timer.clone(), self.timeout)
+    }
+}
+
+/// A service whose requests fail with [`Elapsed`] (boxed) if the inner service has
+/// not answered `timeout` after the call.
+///
+/// The deadline starts at `call`, not at `poll_ready`: like tower's, it bounds the
+/// request, not the wait for capacity (put a timeout around readiness yourself, or a
+/// load-shed layer, if that can stall). The inner future is polled before the
+/// deadline is checked, so an answer that is ready when the deadline passes wins.
+#[derive(Clone, Debug)]
+pub struct Timeout<S> {
+    inner: S,
+    timer: Timer,
+    timeout: Duration,
+}
+
+impl<S> Timeout<S> {
+    /// `inner` with a deadline of `timeout` per request, on the default timer.
+    ///
+    /// # Panics
+    ///
+    /// As [`sleep`](crate::sleep): if the default timer cannot be created.
+    pub fn new(inner: S, timeout: Duration) -> Self {
+        Timeout::with_timer(inner, default_timer().clone(), timeout)
+    }
+
+    /// `inner` with a deadline of `timeout` per request, on `timer`.
+    pub fn with_timer(inner: S, timer: Timer, timeout: Duration) -> Self {
+        Timeout {
+            inner,
+            timer,
+            timeout,
+        }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, Request> Service<Request> for Timeout<S>
+where
+    S: Service<Request>,
+    S::Error: Into<BoxError>,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: Request) -> ResponseFuture<S::Future> {
+        ResponseFuture {
+            inner: self.timer.timeout(self.timeout, self.inner.call(request)),
+        }
+    }
+}
+
+pin_project! {
+    /// The future of a [`Timeout`] service's response.
+    pub struct ResponseFuture<F> {
+        #[pin]
+        inner: crate::Timeout<F>,
+    }
+}
+
+impl<F, T, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<T, E>>,
+    E: Into<BoxError>,
+{
+    type Output = Result<T, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(match ready!(self.project().inner.poll(cx)) {
+            Ok(answer) => answer.map_err(Into::into),
+            Err(_) => Err(Box::new(Elapsed::new())),
+        })
+    }
+}
+
+impl<F> fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("deadline", &self.inner.deadline())
+            .finish_non_exhaustive()
+    }
+}

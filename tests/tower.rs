@@ -1,0 +1,182 @@
+//! `tokio_wheel::tower::{TimeoutLayer, Timeout}` (feature `tower`): in a
+//! `ServiceBuilder` stack with the paused clock, and behind a real axum server on
+//! 127.0.0.1 with axum's `HandleErrorLayer` recipe unchanged.
+#![cfg(feature = "tower")]
+
+use std::future::poll_fn;
+use std::task::Poll;
+use std::time::Duration;
+
+use axum::error_handling::HandleErrorLayer;
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::Router;
+use http_body_util::Empty;
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
+use tokio_wheel::tower::TimeoutLayer;
+use tokio_wheel::Timer;
+use tower::timeout::error::Elapsed;
+use tower::{service_fn, BoxError, Layer, Service, ServiceBuilder, ServiceExt};
+
+const TICK: Duration = Duration::from_millis(10);
+const TIMEOUT: Duration = Duration::from_millis(100);
+
+fn timer() -> Timer {
+    Timer::builder().tick(TICK).build().unwrap()
+}
+
+/// A service answering each request (a latency) after that latency, or with an error
+/// for `None`.
+async fn answer_after(latency: Option<Duration>) -> Result<&'static str, std::io::Error> {
+    match latency {
+        Some(latency) => {
+            tokio::time::sleep(latency).await;
+            Ok("answer")
+        }
+        None => Err(std::io::Error::other("inner failure")),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_a_service_builder_slow_requests_time_out_on_time_and_fast_ones_answer() {
+    let timer = timer();
+    let mut service = ServiceBuilder::new()
+        .layer(TimeoutLayer::with_timer(timer.clone(), TIMEOUT))
+        .service(service_fn(answer_after));
+
+    let start = Instant::now();
+    let fast = service.ready().await.unwrap().call(Some(TIMEOUT / 2)).await;
+    assert_eq!(fast.unwrap(), "answer");
+    assert_eq!(start.elapsed(), TIMEOUT / 2);
+
+    let start = Instant::now();
+    let slow = service.ready().await.unwrap().call(Some(TIMEOUT * 3)).await;
+    let took = start.elapsed();
+    let err = slow.unwrap_err();
+    assert!(err.is::<Elapsed>(), "{err}");
+    assert!(took >= TIMEOUT && took < TIMEOUT + TICK, "{took:?}");
+
+    // The inner service's own error passes through, boxed, and is not an Elapsed.
+    let err = service.ready().await.unwrap().call(None).await.unwrap_err();
+    assert!(!err.is::<Elapsed>());
+    assert_eq!(err.to_string(), "inner failure");
+
+    let stats = timer.stats();
+    assert_eq!(
+        (stats.pending, stats.fired, stats.cancelled),
+        (0, 1, 1),
+        "{stats:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_ready_when_the_deadline_passes_wins() {
+    let timer = timer();
+    let start = Instant::now();
+    // Ready once the deadline has passed, but never wakes its task by itself: only
+    // the timeout's sleep brings the poll that finds it ready.
+    let mut service =
+        TimeoutLayer::with_timer(timer.clone(), TIMEOUT).layer(service_fn(move |()| {
+            poll_fn(move |_| match start.elapsed() >= TIMEOUT {
+                true => Poll::Ready(Ok::<_, BoxError>("just in time")),
+                false => Poll::Pending,
+            })
+        }));
+    let answer = service.ready().await.unwrap().call(()).await;
+    assert_eq!(answer.unwrap(), "just in time");
+    assert!(start.elapsed() >= TIMEOUT && start.elapsed() < TIMEOUT + TICK);
+}
+
+#[tokio::test]
+async fn the_layer_without_a_timer_uses_the_default_one() {
+    // The default timer runs on its own thread and follows the real clock.
+    let mut service =
+        TimeoutLayer::new(Duration::from_millis(20)).layer(service_fn(|(): ()| async {
+            std::future::pending::<Result<(), BoxError>>().await
+        }));
+    let start = std::time::Instant::now();
+    let err = service.ready().await.unwrap().call(()).await.unwrap_err();
+    assert!(err.is::<Elapsed>());
+    assert!(start.elapsed() >= Duration::from_millis(20));
+}
+
+/// GET `path` on a fresh connection; the status, and how long it took.
+async fn get_status(addr: std::net::SocketAddr, path: &str) -> (StatusCode, Duration) {
+    let start = Instant::now();
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let request = hyper::Request::get(path)
+        .header("host", "127.0.0.1")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    (response.status(), start.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_real_axum_server_slow_handlers_time_out_and_fast_ones_answer() {
+    const TIMEOUT: Duration = Duration::from_millis(200);
+    let timer = timer();
+    let app = Router::new()
+        .route("/fast", get(|| async { "fast" }))
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                "slow"
+            }),
+        )
+        // axum's recipe for tower's timeout, with only the layer's import changed.
+        .layer(
+            ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(|err: BoxError| async move {
+                    if err.is::<Elapsed>() {
+                        StatusCode::REQUEST_TIMEOUT
+                    } else {
+                        StatusCode::INTERNAL_SERVER_ERROR
+                    }
+                }))
+                .layer(TimeoutLayer::with_timer(timer.clone(), TIMEOUT)),
+        );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+
+    let requests: Vec<_> = (0..20)
+        .map(|n| tokio::spawn(get_status(addr, if n % 4 == 0 { "/slow" } else { "/fast" })))
+        .collect();
+    let (mut slow, mut fast) = (0, 0);
+    for (n, request) in requests.into_iter().enumerate() {
+        let (status, took) = request.await.unwrap();
+        if n % 4 == 0 {
+            assert_eq!(status, StatusCode::REQUEST_TIMEOUT);
+            assert!(took >= TIMEOUT, "timed out early: {took:?}");
+            // Real clock: tolerant of a loaded machine.
+            assert!(took < TIMEOUT + Duration::from_secs(2), "{took:?}");
+            slow += 1;
+        } else {
+            assert_eq!(status, StatusCode::OK);
+            fast += 1;
+        }
+    }
+    assert_eq!((slow, fast), (5, 15));
+    stop.send(()).unwrap();
+    server.await.unwrap();
+    let stats = timer.stats();
+    assert_eq!(stats.pending, 0, "{stats:?}");
+    assert_eq!(stats.fired, 5, "{stats:?}");
+}
