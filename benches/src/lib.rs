@@ -79,6 +79,24 @@ impl Spread {
     }
 }
 
+/// A 95% confidence interval for the median of the population `xs` were drawn from,
+/// distribution-free: two order statistics of `xs` (the usual normal approximation to
+/// the binomial; for few figures it widens to their whole range).
+///
+/// # Panics
+///
+/// If `xs` is empty.
+pub fn median_interval(xs: &[f64]) -> (f64, f64) {
+    let mut xs = xs.to_vec();
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len() as f64;
+    let half_width = 1.96 * n.sqrt();
+    // 1-based ranks j and k, clamped to the figures there are.
+    let j = (((n - half_width) / 2.0).floor() as usize).max(1);
+    let k = ((1.0 + (n + half_width) / 2.0).ceil() as usize).min(xs.len());
+    (xs[j - 1], xs[k - 1])
+}
+
 impl std::fmt::Display for Spread {
     /// "median (min–max)", to `precision` decimal places (none by default).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -135,6 +153,15 @@ mod tests {
         assert!(Spread::of(&[3.5, 4.0]).apart_from(&a));
         assert!(!a.apart_from(&Spread::of(&[3.0, 4.0])));
         assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 3.0);
+    }
+
+    #[test]
+    fn median_intervals_narrow_with_more_figures_and_hold_the_median() {
+        let few: Vec<f64> = (1..=5).map(f64::from).collect();
+        assert_eq!(median_interval(&few), (1.0, 5.0));
+        let many: Vec<f64> = (1..=100).rev().map(f64::from).collect();
+        // Ranks 40 and 61 of 100: n/2 ± 1.96·√n/2, rounded outwards.
+        assert_eq!(median_interval(&many), (40.0, 61.0));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The workloads behind the benches and the `compare` binary, one function each, so
 //! that every report measures the same thing the same way.
 
+pub mod rpc;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::future::Future;

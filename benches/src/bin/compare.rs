@@ -4,18 +4,19 @@
 //!
 //! It first builds a copy of itself with `RUSTFLAGS="--cfg tokio_unstable"` in
 //! `target/alt-timer` (about a minute the first time, a no-op after), which measures
-//! Tokio's alt timer. `compare churn-mt` prints those rows alone; the
+//! Tokio's alt timer. `compare churn-mt` or `compare rpc` prints that row alone; the
 //! idle row always runs in a process of its own. The criterion benches (`cargo bench -p
 //! tokio-wheel-benches`) measure the same workloads with more care.
 
 use std::time::{Duration, Instant};
 
 use tokio_wheel_benches::runtimes::Flavor;
+use tokio_wheel_benches::workloads::rpc::{Echo, PerRequest, ReadTimeout};
 use tokio_wheel_benches::workloads::{
     callbacks, callbacks_floor, churn, churn_floor, churn_mt, expiry, idle, memory, Callbacks,
     Counting, Peer,
 };
-use tokio_wheel_benches::{alt_timer, percentile, Spread};
+use tokio_wheel_benches::{alt_timer, median_interval, percentile, Spread};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
@@ -38,7 +39,7 @@ fn main() {
     let started = Instant::now();
     let mut targets = Targets::default();
     let alt = match args.first().map(String::as_str) {
-        Some("idle") => None,
+        Some("rpc") | Some("idle") => None,
         _ => Some(alt_timer::build()),
     };
     println!(
@@ -47,6 +48,7 @@ fn main() {
     println!("|---|---|---|---|---|---|---|---|");
     match args.first().map(String::as_str) {
         Some("churn-mt") => return churn_mt_rows(alt.unwrap(), &mut targets),
+        Some("rpc") => return rpc_row(),
         Some("idle") => return idle_row(),
         _ => {}
     }
@@ -57,6 +59,7 @@ fn main() {
     expiry_row(&mut targets);
     memory_row(&mut targets);
     callbacks_rows(&mut targets);
+    rpc_row();
 
     // In a process of its own: the workloads above leave threads behind that use CPU
     // while idle (pingora-timeout's clock thread ticks every millisecond for good).
@@ -445,6 +448,55 @@ fn callbacks_rows(targets: &mut Targets) {
             format!("{r:.2}× ({ours:.0} ÷ {floor:.0} ns)"),
         );
     }
+}
+
+/// The rpc row: CPU ns per request with each read timeout, the kinds taking turns in
+/// short phases on one echo (see `workloads::rpc`), each against the no-timeout phase of
+/// its round.
+fn rpc_row() {
+    const ROUNDS: usize = 120;
+    const PER_CONNECTION: u32 = 15;
+    let mut echo = Echo::new();
+    let kinds = ReadTimeout::ALL;
+    let (mut cpu, mut wall) = (vec![Vec::new(); kinds.len()], vec![Vec::new(); kinds.len()]);
+    let mut extra = vec![Vec::new(); kinds.len()];
+    for round in 0..ROUNDS {
+        // A different kind goes first each round, so that none always follows another.
+        let mut phases = [PerRequest::default(); 4];
+        for k in 0..kinds.len() {
+            let i = (round + k) % kinds.len();
+            phases[i] = echo.phase(kinds[i], PER_CONNECTION);
+        }
+        for (i, p) in phases.iter().enumerate() {
+            cpu[i].push(p.cpu_ns);
+            wall[i].push(p.wall_ns);
+            extra[i].push(p.cpu_ns - phases[0].cpu_ns);
+        }
+    }
+    let cell = |i: usize| {
+        let total = Spread::of(&cpu[i]);
+        let (lo, hi) = median_interval(&extra[i]);
+        let d = Spread::of(&extra[i]).median;
+        let verdict = if lo > 0.0 || hi < 0.0 {
+            "resolved"
+        } else {
+            "**not resolved**: the interval holds 0"
+        };
+        format!(
+            "{}: {total}, +{d:.0} ns = {:.1}% of a request (95% interval of the median difference {lo:.0} to {hi:.0}: {verdict}); wall {:.0}",
+            kinds[i].name(),
+            100.0 * d / total.median,
+            Spread::of(&wall[i]).median,
+        )
+    };
+    println!(
+        "| rpc: TCP echo on 127.0.0.1, 200 connections, 2 workers, I/O runtime, each read under a 1 s timeout; CPU ns/request (all threads), median (min–max) of {ROUNDS} rounds, the kinds interleaved; no timeout: {} (wall {:.0}) | {}; {} | | {} | | | | |",
+        Spread::of(&cpu[0]),
+        Spread::of(&wall[0]).median,
+        cell(1),
+        cell(2),
+        cell(3),
+    );
 }
 
 /// The idle row: CPU over 2 s of a runtime with an idle timer, and of one without.
