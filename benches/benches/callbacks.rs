@@ -1,8 +1,9 @@
-//! *callbacks*: schedule 1 000 000 callbacks spread over 1 s (tick 1 ms) and let them
-//! all fire; CPU ns per callback (all threads, from scheduling to the last run),
+//! *callbacks*: schedule 1 000 000 callbacks spread over 1 s (tick 1 ms) on a runtime
+//! with the I/O driver and let them all fire; CPU ns per callback (all threads, from scheduling to the last run),
 //! against the usual Tokio idiom: a task per callback that sleeps, then runs it. Ours
 //! twice: with no handle (`schedule_detached_at`, the match for a spawned task whose
-//! `JoinHandle` is dropped) and through a `Scheduled` handle that is then detached.
+//! `JoinHandle` is dropped) and through a `Scheduled` handle that is then detached;
+//! Tokio's on a time-only runtime too.
 //! And the floor: what this design pays per callback before any wheel work, each part
 //! measured alone (see `workloads::CallbacksFloor`).
 //!
@@ -15,8 +16,12 @@
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
+use tokio_wheel_benches::runtimes::Flavor;
 use tokio_wheel_benches::workloads::{callbacks, callbacks_floor, Callbacks};
 use tokio_wheel_benches::{Means, Reported};
+
+/// The Tokio idiom on a time-only runtime; every other row runs with the I/O driver.
+const TOKIO_TIME_ONLY: &str = "tokio task + sleep each, time-only runtime";
 
 /// The parts of a run this design cannot avoid (`workloads::CallbacksFloor`).
 const FLOOR: &str = "floor: harness + new memory + wakeups + lock + deadline";
@@ -25,17 +30,31 @@ fn bench(c: &mut Criterion<Reported>) {
     let mut means = Means::default();
     let mut group = c.benchmark_group("callbacks");
     group.sampling_mode(SamplingMode::Flat);
-    for (name, how) in [
-        ("tokio-wheel schedule_detached", Callbacks::Detached),
-        ("tokio-wheel schedule + detach", Callbacks::Handles),
-        ("tokio task + sleep each", Callbacks::TokioTasks),
+    for (name, how, runtime) in [
+        (
+            "tokio-wheel schedule_detached",
+            Callbacks::Detached,
+            Flavor::Io,
+        ),
+        (
+            "tokio-wheel schedule + detach",
+            Callbacks::Handles,
+            Flavor::Io,
+        ),
+        ("tokio task + sleep each", Callbacks::TokioTasks, Flavor::Io),
+        (TOKIO_TIME_ONLY, Callbacks::TokioTasks, Flavor::TimeOnly),
     ] {
         group.bench_function(name, |b| {
-            b.iter_custom(|runs| means.add(name, (0..runs).map(|_| callbacks(how))))
+            b.iter_custom(|runs| means.add(name, (0..runs).map(|_| callbacks(how, runtime))))
         });
     }
     group.bench_function(FLOOR, |b| {
-        b.iter_custom(|runs| means.add(FLOOR, (0..runs).map(|_| callbacks_floor().total_ns())))
+        b.iter_custom(|runs| {
+            means.add(
+                FLOOR,
+                (0..runs).map(|_| callbacks_floor(Flavor::Io).total_ns()),
+            )
+        })
     });
     group.finish();
     if let Some(floor) = means.get(FLOOR) {

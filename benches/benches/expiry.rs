@@ -1,5 +1,5 @@
 //! *expiry*: 200 000 sleeps with deadlines spread evenly over 1 s (timer tick 1 ms) on
-//! a two-worker runtime; lateness (wake instant minus deadline) for tokio-wheel and
+//! a two-worker runtime with the I/O driver (`compare` has the time-only one too); lateness (wake instant minus deadline) for tokio-wheel and
 //! tokio::time. A tokio-wheel sleep that wakes early fails the run.
 //!
 //! A criterion benchmark of a [`Reported`] figure, each run's p99 lateness in ms (the
@@ -73,7 +73,7 @@ fn bench(c: &mut Criterion<Reported>) {
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     let mut group = c.benchmark_group("expiry p99");
     group.sampling_mode(SamplingMode::Flat);
-    for (peer, all) in [(Peer::Wheel, &mut ours), (Peer::Tokio, &mut theirs)] {
+    for (peer, all) in [(Peer::WheelIo, &mut ours), (Peer::TokioIo, &mut theirs)] {
         group.bench_function(peer.name(), |b| {
             b.iter_custom(|runs| {
                 (0..runs)

@@ -21,7 +21,7 @@ fn bench(c: &mut Criterion<Reported>) {
     let mut last: Vec<(Peer, Memory)> = Vec::new();
     let mut group = c.benchmark_group("memory");
     group.sampling_mode(SamplingMode::Flat);
-    for peer in [Peer::Wheel, Peer::Tokio] {
+    for peer in [Peer::WheelIo, Peer::TokioIo] {
         group.bench_function(peer.name(), |b| {
             b.iter_custom(|runs| {
                 (0..runs)
@@ -35,12 +35,12 @@ fn bench(c: &mut Criterion<Reported>) {
         });
     }
     group.finish();
-    println!("| peer        | size_of future | timer heap per sleep | total per sleep |");
-    println!("|-------------|----------------|----------------------|-----------------|");
-    for peer in [Peer::Wheel, Peer::Tokio] {
+    println!("| peer | size_of future | timer heap per sleep | total per sleep |");
+    println!("|---|---|---|---|");
+    for peer in [Peer::WheelIo, Peer::TokioIo] {
         if let Some((_, m)) = last.iter().rev().find(|(p, _)| *p == peer) {
             println!(
-                "| {:<11} | {:>14} | {:>20.1} | {:>15.1} |",
+                "| {} | {} | {:.1} | {:.1} |",
                 peer.name(),
                 m.size_of,
                 m.heap,

@@ -1,5 +1,6 @@
-//! Register-then-cancel costs, side by side: *churn* (one thread), *scale* (churn with
-//! many long timers already pending) and *churn-mt* (1000 tasks on two workers).
+//! Register-then-cancel costs, side by side, each peer in the runtime configurations it
+//! is used in: *churn* (one thread), *scale* (churn with many long timers already
+//! pending) and *churn-mt* (1000 tasks on 2 and on 8 workers).
 //!
 //! `cargo bench -p tokio-wheel-benches --bench timers`
 
@@ -13,44 +14,53 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use futures::task::noop_waker_ref;
 use tokio_util::time::DelayQueue;
 use tokio_wheel::Timer;
-use tokio_wheel_benches::{current_thread, multi_thread};
+use tokio_wheel_benches::runtimes::{current_thread, multi_thread, Flavor, ALT_TIMER_AVAILABLE};
 
 const SECOND: Duration = Duration::from_secs(1);
 
-/// Create a 1 s sleep, poll it once so it registers, drop it.
+/// Create a 1 s sleep, poll it once so it registers, drop it: ours and Tokio's on a
+/// current-thread runtime of each configuration (entered, not running); pingora-timeout
+/// and `DelayQueue` on the I/O one.
 fn churn(c: &mut Criterion) {
-    let rt = current_thread();
-    let _enter = rt.enter();
-    let timer = rt.block_on(async { Timer::new() });
     let mut cx = Context::from_waker(noop_waker_ref());
     let mut group = c.benchmark_group("churn");
-    group.bench_function("tokio-wheel", |b| {
-        b.iter(|| {
-            let mut sleep = timer.sleep(SECOND);
-            let _ = Pin::new(&mut sleep).poll(&mut cx);
-        })
-    });
-    group.bench_function("tokio::time", |b| {
-        b.iter(|| {
-            let mut sleep = pin!(tokio::time::sleep(SECOND));
-            let _ = sleep.as_mut().poll(&mut cx);
-        })
-    });
-    group.bench_function("pingora-timeout", |b| {
-        b.iter(|| {
-            let mut sleep = pin!(pingora_timeout::sleep(SECOND));
-            let _ = sleep.as_mut().poll(&mut cx);
-        })
-    });
+    for flavor in [Flavor::Io, Flavor::TimeOnly] {
+        let rt = current_thread(flavor);
+        let _enter = rt.enter();
+        let timer = rt.block_on(async { Timer::new() });
+        group.bench_function(BenchmarkId::new("tokio-wheel", flavor.name()), |b| {
+            b.iter(|| {
+                let mut sleep = timer.sleep(SECOND);
+                let _ = Pin::new(&mut sleep).poll(&mut cx);
+            })
+        });
+        group.bench_function(BenchmarkId::new("tokio::time", flavor.name()), |b| {
+            b.iter(|| {
+                let mut sleep = pin!(tokio::time::sleep(SECOND));
+                let _ = sleep.as_mut().poll(&mut cx);
+            })
+        });
+    }
+    let rt = current_thread(Flavor::Io);
+    let _enter = rt.enter();
+    group.bench_function(
+        BenchmarkId::new("pingora-timeout", Flavor::Io.name()),
+        |b| {
+            b.iter(|| {
+                let mut sleep = pin!(pingora_timeout::sleep(SECOND));
+                let _ = sleep.as_mut().poll(&mut cx);
+            })
+        },
+    );
     let mut queue = DelayQueue::new();
-    group.bench_function("DelayQueue", |b| {
+    group.bench_function(BenchmarkId::new("DelayQueue", Flavor::Io.name()), |b| {
         b.iter(|| {
             let key = queue.insert((), SECOND);
             queue.remove(&key);
         })
     });
     // The floor under every row above: what one clock read and one lock round trip
-    // cost alone (a churn op needs a read and two round trips; see the README).
+    // cost alone (a churn op needs a read and two round trips; see docs/BENCHMARKS.md).
     group.bench_function("floor: Instant::now", |b| {
         b.iter(|| black_box(tokio::time::Instant::now()))
     });
@@ -63,7 +73,7 @@ fn churn(c: &mut Criterion) {
 
 /// Churn with `n` one-hour sleeps already pending in the same timer.
 fn scale(c: &mut Criterion) {
-    let rt = current_thread();
+    let rt = current_thread(Flavor::Io);
     let _enter = rt.enter();
     let mut cx = Context::from_waker(noop_waker_ref());
     let mut group = c.benchmark_group("scale");
@@ -105,62 +115,81 @@ fn scale(c: &mut Criterion) {
 
 const TASKS: u64 = 1000;
 
-/// 1000 tasks on two workers, each looping `timeout(1 s, yield_now())`; ns per op,
-/// wall clock. `yield_now` alone is the baseline: the difference is the timer's cost.
+/// 1000 tasks looping `timeout(1 s, yield_now())`, on 2 and on 8 workers of each
+/// runtime configuration; ns per op, wall clock. `yield_now` alone on the same runtime
+/// is the baseline: the difference is the timer's cost. Tokio's alt timer appears in
+/// `--cfg tokio_unstable` builds only (`RUSTFLAGS="--cfg tokio_unstable" cargo bench`).
 fn churn_mt(c: &mut Criterion) {
-    let rt = multi_thread();
-    let timer = rt.block_on(async { Timer::new() });
     let mut group = c.benchmark_group("churn-mt");
     group.sample_size(20);
-    let run = |iters: u64, op: fn(&Timer) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>| {
-        let per_task = iters.div_ceil(TASKS);
-        rt.block_on(async {
-            let start = Instant::now();
-            let mut tasks = tokio::task::JoinSet::new();
-            for _ in 0..TASKS {
-                let timer = timer.clone();
-                tasks.spawn(async move {
-                    for _ in 0..per_task {
-                        op(&timer).await;
+    let mut flavors = vec![Flavor::Io, Flavor::TimeOnly];
+    if ALT_TIMER_AVAILABLE {
+        flavors.push(Flavor::AltTimer);
+    }
+    for workers in [2, 8] {
+        for &flavor in &flavors {
+            let rt = multi_thread(flavor, workers);
+            let timer = rt.block_on(async { Timer::new() });
+            let run = |iters: u64, op: Op| {
+                let per_task = iters.div_ceil(TASKS);
+                rt.block_on(async {
+                    let start = Instant::now();
+                    let mut tasks = tokio::task::JoinSet::new();
+                    for _ in 0..TASKS {
+                        let timer = timer.clone();
+                        tasks.spawn(async move {
+                            for _ in 0..per_task {
+                                op(&timer).await;
+                            }
+                        });
                     }
+                    while tasks.join_next().await.is_some() {}
+                    start.elapsed() * iters as u32 / (per_task * TASKS) as u32
+                })
+            };
+            let id = |name: &str| BenchmarkId::new(format!("{name}, {}", flavor.name()), workers);
+            group.bench_function(id("yield_now alone"), |b| {
+                b.iter_custom(|iters| run(iters, |_| Box::pin(tokio::task::yield_now())))
+            });
+            // Ours does not use Tokio's timer flavour; on the alt-timer runtime it is
+            // measured all the same, for a ratio within one runtime.
+            group.bench_function(id("tokio-wheel"), |b| {
+                b.iter_custom(|iters| {
+                    run(iters, |timer| {
+                        Box::pin(async move {
+                            let _ = timer.timeout(SECOND, tokio::task::yield_now()).await;
+                        })
+                    })
+                })
+            });
+            group.bench_function(id("tokio::time"), |b| {
+                b.iter_custom(|iters| {
+                    run(iters, |_| {
+                        Box::pin(async {
+                            let _ = tokio::time::timeout(SECOND, tokio::task::yield_now()).await;
+                        })
+                    })
+                })
+            });
+            if flavor == Flavor::Io {
+                group.bench_function(id("pingora-timeout"), |b| {
+                    b.iter_custom(|iters| {
+                        run(iters, |_| {
+                            Box::pin(async {
+                                let _ = pingora_timeout::timeout(SECOND, tokio::task::yield_now())
+                                    .await;
+                            })
+                        })
+                    })
                 });
             }
-            while tasks.join_next().await.is_some() {}
-            start.elapsed() * iters as u32 / (per_task * TASKS) as u32
-        })
-    };
-    group.bench_function("yield_now alone", |b| {
-        b.iter_custom(|iters| run(iters, |_| Box::pin(tokio::task::yield_now())))
-    });
-    group.bench_function("tokio-wheel", |b| {
-        b.iter_custom(|iters| {
-            run(iters, |timer| {
-                Box::pin(async move {
-                    let _ = timer.timeout(SECOND, tokio::task::yield_now()).await;
-                })
-            })
-        })
-    });
-    group.bench_function("tokio::time", |b| {
-        b.iter_custom(|iters| {
-            run(iters, |_| {
-                Box::pin(async {
-                    let _ = tokio::time::timeout(SECOND, tokio::task::yield_now()).await;
-                })
-            })
-        })
-    });
-    group.bench_function("pingora-timeout", |b| {
-        b.iter_custom(|iters| {
-            run(iters, |_| {
-                Box::pin(async {
-                    let _ = pingora_timeout::timeout(SECOND, tokio::task::yield_now()).await;
-                })
-            })
-        })
-    });
+        }
+    }
     group.finish();
 }
+
+/// One op of a churn-mt task.
+type Op = fn(&Timer) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
 
 fn config() -> Criterion {
     Criterion::default()

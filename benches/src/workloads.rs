@@ -1,6 +1,8 @@
 //! The workloads behind the benches and the `compare` binary, one function each, so
 //! that every report measures the same thing the same way.
 
+pub mod rpc;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::future::Future;
@@ -15,40 +17,75 @@ use tokio::time::Instant;
 use tokio_util::time::DelayQueue;
 use tokio_wheel::Timer;
 
-use crate::{cpu_ns, current_thread, multi_thread};
+use crate::cpu_ns;
+use crate::runtimes::{current_thread, multi_thread, Flavor};
 
-/// A timer implementation under test.
+/// A timer implementation under test, in one runtime configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Peer {
-    /// This crate.
-    Wheel,
-    /// `tokio::time`.
-    Tokio,
-    /// `pingora_timeout`.
+    /// This crate: a `Timer` whose driver task runs on a runtime with the I/O driver.
+    WheelIo,
+    /// This crate on a time-only runtime.
+    WheelTimeOnly,
+    /// `tokio::time` on a runtime with the I/O driver.
+    TokioIo,
+    /// `tokio::time` on a time-only runtime.
+    TokioTimeOnly,
+    /// `tokio::time` with Tokio's alternative per-worker timer, I/O driver enabled
+    /// (multi-thread workloads, in a `--cfg tokio_unstable` build only).
+    TokioAlt,
+    /// `pingora_timeout` (its own clock thread), on a runtime with the I/O driver.
     Pingora,
-    /// `tokio_util::time::DelayQueue` (churn only).
+    /// `tokio_util::time::DelayQueue` on a runtime with the I/O driver (churn only).
     DelayQueue,
 }
 
 impl Peer {
-    /// Its name in reports.
+    /// Its name in reports, configuration included.
     pub fn name(self) -> &'static str {
         match self {
-            Peer::Wheel => "tokio-wheel",
-            Peer::Tokio => "tokio::time",
-            Peer::Pingora => "pingora-timeout",
-            Peer::DelayQueue => "DelayQueue",
+            Peer::WheelIo => "tokio-wheel (I/O runtime)",
+            Peer::WheelTimeOnly => "tokio-wheel (time-only runtime)",
+            Peer::TokioIo => "tokio::time (I/O runtime)",
+            Peer::TokioTimeOnly => "tokio::time (time-only runtime)",
+            Peer::TokioAlt => "tokio::time (alt timer + I/O)",
+            Peer::Pingora => "pingora-timeout (I/O runtime)",
+            Peer::DelayQueue => "DelayQueue (I/O runtime)",
         }
+    }
+
+    /// The runtime configuration it runs on.
+    pub fn runtime(self) -> Flavor {
+        match self {
+            Peer::WheelTimeOnly | Peer::TokioTimeOnly => Flavor::TimeOnly,
+            Peer::TokioAlt => Flavor::AltTimer,
+            Peer::WheelIo | Peer::TokioIo | Peer::Pingora | Peer::DelayQueue => Flavor::Io,
+        }
+    }
+
+    /// Whether it is this crate's timer.
+    pub fn is_wheel(self) -> bool {
+        matches!(self, Peer::WheelIo | Peer::WheelTimeOnly)
+    }
+
+    /// Whether it is `tokio::time`, in any configuration.
+    pub fn is_tokio(self) -> bool {
+        matches!(self, Peer::TokioIo | Peer::TokioTimeOnly | Peer::TokioAlt)
     }
 }
 
 const SECOND: Duration = Duration::from_secs(1);
 
 /// *churn*: create a 1 s sleep, poll it once so it registers, drop it; ns per op on one
-/// thread, over `iters` ops, with `pending` one-hour sleeps of the same kind already
-/// registered (only for `Wheel` and `Tokio`).
+/// thread (a current-thread runtime of the peer's configuration, entered, not running),
+/// over `iters` ops, with `pending` one-hour sleeps of the same kind already registered
+/// (only for this crate and `tokio::time`).
+///
+/// # Panics
+///
+/// For [`Peer::TokioAlt`]: Tokio's alt timer is for multi-thread runtimes only.
 pub fn churn(peer: Peer, iters: u32, pending: usize) -> f64 {
-    let rt = current_thread();
+    let rt = current_thread(peer.runtime());
     let _enter = rt.enter();
     let mut cx = Context::from_waker(noop_waker_ref());
     let timer = rt.block_on(async { Timer::new() });
@@ -56,7 +93,7 @@ pub fn churn(peer: Peer, iters: u32, pending: usize) -> f64 {
     let mut held_tokio: Vec<_> = Vec::new();
     for _ in 0..pending {
         match peer {
-            Peer::Tokio => {
+            _ if peer.is_tokio() => {
                 let mut s = Box::pin(tokio::time::sleep(Duration::from_secs(3600)));
                 let _ = s.as_mut().poll(&mut cx);
                 held_tokio.push(s);
@@ -72,11 +109,11 @@ pub fn churn(peer: Peer, iters: u32, pending: usize) -> f64 {
     let start = std::time::Instant::now();
     for _ in 0..iters {
         match peer {
-            Peer::Wheel => {
+            Peer::WheelIo | Peer::WheelTimeOnly => {
                 let mut sleep = timer.sleep(SECOND);
                 let _ = Pin::new(&mut sleep).poll(&mut cx);
             }
-            Peer::Tokio => {
+            Peer::TokioIo | Peer::TokioTimeOnly | Peer::TokioAlt => {
                 let mut sleep = pin!(tokio::time::sleep(SECOND));
                 let _ = sleep.as_mut().poll(&mut cx);
             }
@@ -128,11 +165,26 @@ pub fn churn_floor(iters: u32) -> ChurnFloor {
     ChurnFloor { clock_ns, lock_ns }
 }
 
-/// *churn-mt*: 1000 tasks on two workers, each looping `timeout(1 s, yield_now())`
-/// `per_task` times; wall ns per op. `None` runs `yield_now` alone (the baseline).
-pub fn churn_mt(peer: Option<Peer>, per_task: u32) -> f64 {
+/// *churn-mt*: 1000 tasks on `workers` workers of a `runtime` runtime, each looping
+/// `timeout(1 s, yield_now())` `per_task` times; wall ns per op. `None` runs
+/// `yield_now` alone: the baseline, whose figure is subtracted from the peers' on the
+/// same runtime configuration.
+///
+/// # Panics
+///
+/// If `peer` runs on another configuration than `runtime`, or is `DelayQueue`.
+pub fn churn_mt(runtime: Flavor, peer: Option<Peer>, workers: usize, per_task: u32) -> f64 {
     const TASKS: u32 = 1000;
-    let rt = multi_thread();
+    if let Some(peer) = peer {
+        assert_eq!(
+            peer.runtime(),
+            runtime,
+            "{} on another runtime",
+            peer.name()
+        );
+        assert_ne!(peer, Peer::DelayQueue, "DelayQueue has no timeout");
+    }
+    let rt = multi_thread(runtime, workers);
     rt.block_on(async move {
         let timer = Timer::new();
         let start = std::time::Instant::now();
@@ -144,8 +196,8 @@ pub fn churn_mt(peer: Option<Peer>, per_task: u32) -> f64 {
                     let op = tokio::task::yield_now();
                     match peer {
                         None => op.await,
-                        Some(Peer::Wheel) => drop(timer.timeout(SECOND, op).await),
-                        Some(Peer::Tokio) => drop(tokio::time::timeout(SECOND, op).await),
+                        Some(p) if p.is_wheel() => drop(timer.timeout(SECOND, op).await),
+                        Some(p) if p.is_tokio() => drop(tokio::time::timeout(SECOND, op).await),
                         Some(_) => drop(pingora_timeout::timeout(SECOND, op).await),
                     }
                 }
@@ -160,11 +212,17 @@ pub fn churn_mt(peer: Option<Peer>, per_task: u32) -> f64 {
 const HEAD_START: Duration = Duration::from_millis(500);
 
 /// *expiry*: 200 000 sleeps with deadlines spread evenly over 1 s (timer tick 1 ms) on
-/// two workers; each one's lateness (wake instant minus deadline), sorted. Panics if a
-/// `Wheel` sleep woke early, or if spawning the sleeps outlasted the head start.
+/// two workers of the peer's runtime configuration; each one's lateness (wake instant
+/// minus deadline), sorted. Panics if one of this crate's sleeps woke early, or if
+/// spawning the sleeps outlasted the head start.
 pub fn expiry(peer: Peer) -> Vec<Duration> {
     const SLEEPS: u32 = 200_000;
-    let rt = multi_thread();
+    assert!(
+        peer.is_wheel() || peer.is_tokio(),
+        "{} has no sleep_until here",
+        peer.name()
+    );
+    let rt = multi_thread(peer.runtime(), 2);
     rt.block_on(async move {
         let timer = Timer::builder()
             .tick(Duration::from_millis(1))
@@ -181,9 +239,10 @@ pub fn expiry(peer: Peer) -> Vec<Duration> {
             let deadline = start + SECOND * i / SLEEPS;
             let (timer, lateness, early) = (timer.clone(), lateness.clone(), early.clone());
             tasks.spawn(async move {
-                match peer {
-                    Peer::Wheel => timer.sleep_until(deadline).await,
-                    _ => tokio::time::sleep_until(deadline).await,
+                if peer.is_wheel() {
+                    timer.sleep_until(deadline).await
+                } else {
+                    tokio::time::sleep_until(deadline).await
                 }
                 let now = Instant::now();
                 if now < deadline {
@@ -200,7 +259,7 @@ pub fn expiry(peer: Peer) -> Vec<Duration> {
             "spawning the sleeps outlasted the head start of {HEAD_START:?}"
         );
         while tasks.join_next().await.is_some() {}
-        if peer == Peer::Wheel {
+        if peer.is_wheel() {
             assert_eq!(early.load(Ordering::Relaxed), 0, "tokio-wheel woke early");
         }
         let mut lateness = std::mem::take(&mut *lateness.lock().unwrap());
@@ -261,16 +320,22 @@ pub struct Memory {
     pub total: f64,
 }
 
-/// *memory* for `Wheel` and `Tokio`. Needs [`Counting`] as the global allocator.
+/// *memory* for this crate and `tokio::time`. Needs [`Counting`] as the global
+/// allocator.
 pub fn memory(peer: Peer) -> Memory {
     const N: usize = 1_000_000;
+    assert!(
+        peer.is_wheel() || peer.is_tokio(),
+        "memory: {}",
+        peer.name()
+    );
     // Everything below allocates on this thread (a current-thread runtime).
     let heap = || HEAP.with(Cell::get);
-    let rt = current_thread();
+    let rt = current_thread(peer.runtime());
     let _enter = rt.enter();
     let mut cx = Context::from_waker(noop_waker_ref());
     let timer = rt.block_on(async { Timer::new() });
-    if peer == Peer::Tokio {
+    if peer.is_tokio() {
         let mut sleeps = Vec::with_capacity(N);
         let before = heap();
         for _ in 0..N {
@@ -307,10 +372,10 @@ pub fn memory(peer: Peer) -> Memory {
     }
 }
 
-/// *idle*: CPU ms used over 2 s by a two-worker runtime, alone or with an idle 1 ms-tick
-/// timer; and the timer's driver wakeups in that window.
+/// *idle*: CPU ms used over 2 s by a two-worker runtime with the I/O driver, alone or
+/// with an idle 1 ms-tick timer; and the timer's driver wakeups in that window.
 pub fn idle(with_timer: bool) -> (f64, u64) {
-    let rt = multi_thread();
+    let rt = multi_thread(Flavor::Io, 2);
     let timer = with_timer.then(|| {
         rt.block_on(async {
             let timer = Timer::builder()
@@ -381,12 +446,12 @@ impl CallbacksFloor {
     }
 }
 
-/// Measures [`CallbacksFloor`] (about 1.1 s).
-pub fn callbacks_floor() -> CallbacksFloor {
+/// Measures [`CallbacksFloor`] on two workers of a `runtime` runtime (about 1.1 s).
+pub fn callbacks_floor(runtime: Flavor) -> CallbacksFloor {
     use std::hint::black_box;
     const N: u32 = CALLBACKS;
     let per = |ns: u64| ns as f64 / f64::from(N);
-    let rt = multi_thread();
+    let rt = multi_thread(runtime, 2);
     rt.block_on(async {
         let ran = Arc::new(AtomicUsize::new(0));
         let before = cpu_ns();
@@ -450,11 +515,12 @@ pub enum Callbacks {
     TokioTasks,
 }
 
-/// *callbacks*: 1 000 000 callbacks spread over 1 s (tick 1 ms), all fired; CPU ns per
-/// callback, all threads. Callbacks run inline on the tick task.
-pub fn callbacks(how: Callbacks) -> f64 {
+/// *callbacks*: 1 000 000 callbacks spread over 1 s (tick 1 ms), all fired, on two
+/// workers of a `runtime` runtime; CPU ns per callback, all threads. Callbacks run
+/// inline on the tick task.
+pub fn callbacks(how: Callbacks, runtime: Flavor) -> f64 {
     const N: u32 = CALLBACKS;
-    let rt = multi_thread();
+    let rt = multi_thread(runtime, 2);
     rt.block_on(async move {
         let timer = Timer::builder()
             .tick(Duration::from_millis(1))

@@ -1,112 +1,65 @@
-//! Every workload of the benches, quickly, in one table with ratios against
-//! tokio::time: `cargo run --release -p tokio-wheel-benches --bin compare` (about 20
-//! seconds on two cores; `compare churn-mt` or `compare idle` prints that row alone,
-//! and the idle row always runs in a process of its own). The criterion benches
-//! (`cargo bench -p tokio-wheel-benches`) measure the same workloads with more care.
+//! Every workload of the benches, quickly, in one table, every peer in the runtime
+//! configurations it is used in, then the targets checked against the figures:
+//! `cargo run --release -p tokio-wheel-benches --bin compare`.
+//!
+//! It first builds a copy of itself with `RUSTFLAGS="--cfg tokio_unstable"` in
+//! `target/alt-timer` (about a minute the first time, a no-op after), which measures
+//! Tokio's alt timer. `compare churn-mt` or `compare rpc` prints that row alone; the
+//! idle row always runs in a process of its own. The criterion benches (`cargo bench -p
+//! tokio-wheel-benches`) measure the same workloads with more care.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use tokio_wheel_benches::percentile;
+use tokio_wheel_benches::runtimes::Flavor;
+use tokio_wheel_benches::workloads::rpc::{Echo, PerRequest, ReadTimeout};
 use tokio_wheel_benches::workloads::{
     callbacks, callbacks_floor, churn, churn_floor, churn_mt, expiry, idle, memory, Callbacks,
     Counting, Peer,
 };
+use tokio_wheel_benches::{alt_timer, median_interval, percentile, Spread};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
-fn ms(d: std::time::Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
+/// The worker counts of churn-mt: the cores of this machine, and four threads a core
+/// (where a lock holder is preempted, as on hosts with more cores than this one).
+const WORKERS: [usize; 2] = [2, 8];
+
+/// Rounds of churn-mt, each peer once per round against the baseline of its round.
+const MT_ROUNDS: usize = 7;
+
+/// Ops per task per churn-mt run (1000 tasks).
+const MT_PER_TASK: u32 = 300;
 
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(alt_timer::ROUNDS_ARG) {
+        return alt_timer_rounds(&args[1..]);
+    }
     let started = Instant::now();
-    println!("| workload | tokio-wheel | tokio::time | others | tokio ÷ ours |");
-    println!("|---|---|---|---|---|");
-    match std::env::args().nth(1).as_deref() {
-        Some("churn-mt") => return churn_mt_row(),
+    let mut targets = Targets::default();
+    let alt = match args.first().map(String::as_str) {
+        Some("rpc") | Some("idle") => None,
+        _ => Some(alt_timer::build()),
+    };
+    println!(
+        "| workload | tokio-wheel, I/O runtime | tokio-wheel, time-only runtime | tokio::time, I/O runtime | tokio::time, time-only runtime | tokio::time, alt timer + I/O | others, I/O runtime | ratios |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    match args.first().map(String::as_str) {
+        Some("churn-mt") => return churn_mt_rows(alt.unwrap(), &mut targets),
+        Some("rpc") => return rpc_row(),
         Some("idle") => return idle_row(),
         _ => {}
     }
 
-    const ITERS: u32 = 2_000_000;
-    let ours = churn(Peer::Wheel, ITERS, 0);
-    let tokio = churn(Peer::Tokio, ITERS, 0);
-    let pingora = churn(Peer::Pingora, ITERS, 0);
-    let queue = churn(Peer::DelayQueue, ITERS, 0);
-    println!(
-        "| churn (ns/op) | {ours:.0} | {tokio:.0} | pingora {pingora:.0}, DelayQueue {queue:.0} | {:.1}× |",
-        tokio / ours
-    );
-    let floor = churn_floor(ITERS * 5);
-    println!(
-        "| churn floor: 1 clock read + 2 lock round trips | {:.0} ({:.0} + 2 × {:.0}) | | 15× tokio = {:.0} | {:.1}× |",
-        floor.total_ns(),
-        floor.clock_ns,
-        floor.lock_ns,
-        tokio / 15.0,
-        tokio / floor.total_ns()
-    );
-
-    churn_mt_row();
-
-    let small = churn(Peer::Wheel, ITERS, 1_000);
-    let large = churn(Peer::Wheel, ITERS, 10_000_000);
-    println!(
-        "| scale: churn at 10M pending ÷ at 1k | {:.2}× ({small:.0} → {large:.0} ns) | | | |",
-        large / small
-    );
-
-    let ours = expiry(Peer::Wheel);
-    let tokio = expiry(Peer::Tokio);
-    let row = |l: &[std::time::Duration]| {
-        format!(
-            "{:.2} / {:.2} / {:.2} / {:.2} ms",
-            ms(l[0]),
-            ms(percentile(l, 0.5)),
-            ms(percentile(l, 0.99)),
-            ms(*l.last().unwrap())
-        )
-    };
-    println!(
-        "| expiry lateness min / p50 / p99 / max | {} | {} | | p99 {:.1}× |",
-        row(&ours),
-        row(&tokio),
-        percentile(&tokio, 0.99).as_secs_f64() / percentile(&ours, 0.99).as_secs_f64()
-    );
-
-    let ours = memory(Peer::Wheel);
-    let tokio = memory(Peer::Tokio);
-    println!(
-        "| memory per pending sleep at 1M (B) | {:.0} ({} + {:.0}) | {:.0} | | {:.1}× |",
-        ours.total,
-        ours.size_of,
-        ours.heap,
-        tokio.total,
-        tokio.total / ours.total
-    );
-
-    let detached = callbacks(Callbacks::Detached);
-    let handles = callbacks(Callbacks::Handles);
-    let tokio = callbacks(Callbacks::TokioTasks);
-    println!(
-        "| callbacks, CPU ns each: schedule_detached (schedule + handle) | {detached:.0} ({handles:.0}) | {tokio:.0} (task + sleep each) | | {:.1}× ({:.1}×) |",
-        tokio / detached,
-        tokio / handles
-    );
-
-    let floor = callbacks_floor();
-    println!(
-        "| callbacks floor: harness + 64 B of new memory + 1 ms wakeups + lock & count + deadline | {:.0} ({:.0} + {:.0} + {:.0} + {:.0} + {:.0}) | | 14× tokio = {:.0} | {:.1}× |",
-        floor.total_ns(),
-        floor.harness_ns,
-        floor.memory_ns,
-        floor.wakeups_ns,
-        floor.sync_ns,
-        floor.deadline_ns,
-        tokio / 14.0,
-        tokio / floor.total_ns()
-    );
+    churn_rows(&mut targets);
+    churn_mt_rows(alt.unwrap(), &mut targets);
+    scale_row(&mut targets);
+    expiry_row(&mut targets);
+    memory_row(&mut targets);
+    callbacks_rows(&mut targets);
+    rpc_row();
 
     // In a process of its own: the workloads above leave threads behind that use CPU
     // while idle (pingora-timeout's clock thread ticks every millisecond for good).
@@ -117,16 +70,432 @@ fn main() {
         .expect("compare idle runs");
     assert!(out.status.success(), "compare idle failed: {out:?}");
     let out = String::from_utf8_lossy(&out.stdout);
-    print!(
-        "{}",
-        out.lines()
-            .last()
-            .map(|row| format!("{row}\n"))
-            .unwrap_or_default()
+    let row = out.lines().find(|l| l.starts_with("| idle")).unwrap_or("");
+    println!("{row}");
+    let wakeups = out.lines().find_map(|l| l.strip_prefix("idle wakeups: "));
+    targets.check(
+        "idle: 0 driver wakeups",
+        wakeups == Some("0"),
+        wakeups.unwrap_or("?").to_owned(),
     );
     println!(
-        "\n(all in one run, {:.0} s)",
+        "\n(all in one run, {:.0} s; another process on the machine moves every figure)",
         started.elapsed().as_secs_f64()
+    );
+    targets.print();
+}
+
+/// The targets, each met or missed, with the figures that decided it.
+#[derive(Debug, Default)]
+struct Targets(Vec<(String, bool, String)>);
+
+impl Targets {
+    fn check(&mut self, target: &str, met: bool, figures: String) {
+        self.0.push((target.to_owned(), met, figures));
+    }
+
+    fn print(&self) {
+        println!("\n| target | met | figures (this run) |\n|---|---|---|");
+        for (target, met, figures) in &self.0 {
+            let met = if *met { "yes" } else { "**no**" };
+            println!("| {target} | {met} | {figures} |");
+        }
+    }
+}
+
+fn churn_rows(targets: &mut Targets) {
+    // One run of each is noisy on two shared cores, so the peers and the floor take
+    // turns for several rounds and the medians are compared.
+    const ROUNDS: usize = 5;
+    const ITERS: u32 = 400_000;
+    let peers = [
+        Peer::WheelIo,
+        Peer::WheelTimeOnly,
+        Peer::TokioIo,
+        Peer::TokioTimeOnly,
+        Peer::Pingora,
+        Peer::DelayQueue,
+    ];
+    let mut ns = vec![Vec::new(); peers.len()];
+    let (mut floor, mut clock, mut lock) = (vec![], vec![], vec![]);
+    for _ in 0..ROUNDS {
+        for (peer, ns) in peers.iter().zip(&mut ns) {
+            ns.push(churn(*peer, ITERS, 0));
+        }
+        let f = churn_floor(ITERS);
+        floor.push(f.total_ns());
+        clock.push(f.clock_ns);
+        lock.push(f.lock_ns);
+    }
+    let s: Vec<Spread> = ns.iter().map(|ns| Spread::of(ns)).collect();
+    let [ours_io, ours_time, tokio_io, tokio_time, pingora, queue] = s[..] else {
+        unreachable!()
+    };
+    let floor = Spread::of(&floor);
+    println!(
+        "| churn: create a 1 s sleep, poll once, drop; ns/op, one thread, median (min–max) of {ROUNDS} rounds | {ours_io} | {ours_time} | {tokio_io} | {tokio_time} | n/a (multi-thread only) | pingora {pingora}, DelayQueue {queue} | tokio ÷ ours: I/O {:.1}×, time-only {:.1}×; ours ÷ floor: I/O {:.2}×, time-only {:.2}× |",
+        tokio_io.median / ours_io.median,
+        tokio_time.median / ours_time.median,
+        ours_io.median / floor.median,
+        ours_time.median / floor.median,
+    );
+    println!(
+        "| churn floor: 1 clock read + 2 uncontended lock round trips, ns | {floor} = {:.0} + 2 × {:.0} | | | | | | |",
+        Spread::of(&clock).median,
+        Spread::of(&lock).median,
+    );
+    for (config, ours) in [("I/O", ours_io), ("time-only", ours_time)] {
+        let r = ours.median / floor.median;
+        targets.check(
+            &format!("churn ≤ 1.5× the floor ({config})"),
+            r <= 1.5,
+            format!("{r:.2}× ({:.0} ÷ {:.0} ns)", ours.median, floor.median),
+        );
+    }
+    let r = tokio_time.median / ours_time.median;
+    targets.check(
+        "churn ≥ 1.3× faster than tokio time-only",
+        r >= 1.3,
+        format!(
+            "{r:.2}× ({:.0} ÷ {:.0} ns; against ours on the I/O runtime {:.2}×)",
+            tokio_time.median,
+            ours_time.median,
+            tokio_time.median / ours_io.median
+        ),
+    );
+    let r = tokio_io.median / ours_io.median;
+    targets.check(
+        "churn ≥ 8× faster than tokio with I/O",
+        r >= 8.0,
+        format!(
+            "{r:.1}× ({:.0} ÷ {:.0} ns)",
+            tokio_io.median, ours_io.median
+        ),
+    );
+}
+
+/// Overheads over `yield_now` alone, ns per op, one churn-mt configuration's rounds.
+#[derive(Debug, Default)]
+struct MtRounds {
+    base_io: Vec<f64>,
+    ours_io: Vec<f64>,
+    tokio_io: Vec<f64>,
+    base_time: Vec<f64>,
+    ours_time: Vec<f64>,
+    tokio_time: Vec<f64>,
+    pingora: Vec<f64>,
+}
+
+fn churn_mt_rounds(workers: usize) -> MtRounds {
+    let mut r = MtRounds::default();
+    let run = |flavor, peer| churn_mt(flavor, peer, workers, MT_PER_TASK);
+    for _ in 0..MT_ROUNDS {
+        let base = run(Flavor::Io, None);
+        r.base_io.push(base);
+        r.ours_io.push(run(Flavor::Io, Some(Peer::WheelIo)) - base);
+        r.tokio_io.push(run(Flavor::Io, Some(Peer::TokioIo)) - base);
+        r.pingora.push(run(Flavor::Io, Some(Peer::Pingora)) - base);
+        let base = run(Flavor::TimeOnly, None);
+        r.base_time.push(base);
+        r.ours_time
+            .push(run(Flavor::TimeOnly, Some(Peer::WheelTimeOnly)) - base);
+        r.tokio_time
+            .push(run(Flavor::TimeOnly, Some(Peer::TokioTimeOnly)) - base);
+    }
+    r
+}
+
+/// The alt-timer copy's side of `compare`: churn-mt rounds of this crate and of Tokio's
+/// alt timer, printed as [`alt_timer::Round`] lines. Arguments: rounds, then worker counts.
+fn alt_timer_rounds(args: &[String]) {
+    // Outside a `--cfg tokio_unstable` build, the first alt-timer runtime panics.
+    let rounds: usize = args[0].parse().expect("rounds");
+    for workers in args[1..].iter().map(|w| w.parse().expect("workers")) {
+        let run = |flavor, peer| churn_mt(flavor, peer, workers, MT_PER_TASK);
+        for _ in 0..rounds {
+            let base_io = run(Flavor::Io, None);
+            let wheel = run(Flavor::Io, Some(Peer::WheelIo)) - base_io;
+            let base_alt = run(Flavor::AltTimer, None);
+            let alt = run(Flavor::AltTimer, Some(Peer::TokioAlt)) - base_alt;
+            let round = alt_timer::Round {
+                workers,
+                wheel_ns: wheel,
+                alt_ns: alt,
+                base_ns: base_alt,
+            };
+            println!("{}", round.line());
+        }
+    }
+}
+
+fn churn_mt_rows(alt_copy: Result<std::path::PathBuf, String>, targets: &mut Targets) {
+    let alt = alt_copy.and_then(|exe| alt_timer::run(&exe, MT_ROUNDS, &WORKERS));
+    if let Err(e) = &alt {
+        println!("(no alt-timer column: {e})");
+    }
+    let mut ours_by_workers = Vec::new();
+    for workers in WORKERS {
+        let r = churn_mt_rounds(workers);
+        let s = |xs: &[f64]| Spread::of(xs);
+        let (ours_io, tokio_io, ours_time, tokio_time) = (
+            s(&r.ours_io),
+            s(&r.tokio_io),
+            s(&r.ours_time),
+            s(&r.tokio_time),
+        );
+        let alt_rounds: Vec<_> = alt
+            .iter()
+            .flatten()
+            .filter(|round| round.workers == workers)
+            .collect();
+        let alt_cell;
+        let mut alt_ratio = String::new();
+        if alt_rounds.is_empty() {
+            alt_cell = "not measured".to_owned();
+        } else {
+            let alt_ns: Vec<f64> = alt_rounds.iter().map(|r| r.alt_ns).collect();
+            let wheel: Vec<f64> = alt_rounds.iter().map(|r| r.wheel_ns).collect();
+            let base: Vec<f64> = alt_rounds.iter().map(|r| r.base_ns).collect();
+            let (alt_ns, wheel, base) = (s(&alt_ns), s(&wheel), s(&base));
+            let ratio = alt_ns.median / wheel.median;
+            alt_cell = format!(
+                "{alt_ns} (over {:.0}); ours in the same process {wheel}",
+                base.median
+            );
+            alt_ratio = format!("; alt ÷ ours {ratio:.1}×");
+            targets.check(
+                &format!("churn-mt, {workers} workers: ≥ 2× lower than tokio's alt timer"),
+                ratio >= 2.0,
+                format!(
+                    "{ratio:.1}× ({:.0} ÷ {:.0} ns, the alt-timer copy)",
+                    alt_ns.median, wheel.median
+                ),
+            );
+        }
+        println!(
+            "| churn-mt: 1000 tasks × `timeout(1 s, yield_now())` on {workers} workers, ns/op over `yield_now` alone (I/O {:.0}, time-only {:.0}), median (min–max) of {MT_ROUNDS} rounds | {ours_io} | {ours_time} | {tokio_io} | {tokio_time} | {alt_cell} | pingora {} | tokio ÷ ours: I/O {:.1}×, time-only {:.1}×{alt_ratio} |",
+            s(&r.base_io).median,
+            s(&r.base_time).median,
+            s(&r.pingora),
+            tokio_io.median / ours_io.median,
+            tokio_time.median / ours_time.median,
+        );
+        for (config, ours, tokio) in [
+            ("I/O", ours_io, tokio_io),
+            ("time-only", ours_time, tokio_time),
+        ] {
+            let ratio = tokio.median / ours.median;
+            targets.check(
+                &format!("churn-mt, {workers} workers: ≥ 5× lower than tokio ({config})"),
+                ratio >= 5.0,
+                format!("{ratio:.1}× ({:.0} ÷ {:.0} ns)", tokio.median, ours.median),
+            );
+        }
+        ours_by_workers.push((ours_io.median, ours_time.median));
+    }
+    let [(io2, time2), (io8, time8)] = ours_by_workers[..] else {
+        unreachable!()
+    };
+    for (config, two, eight) in [("I/O", io2, io8), ("time-only", time2, time8)] {
+        let growth = eight / two;
+        targets.check(
+            &format!("churn-mt: ours grows ≤ 1.3× from 2 to 8 workers ({config})"),
+            growth <= 1.3,
+            format!("{growth:.2}× ({two:.0} → {eight:.0} ns)"),
+        );
+    }
+}
+
+fn scale_row(targets: &mut Targets) {
+    const ITERS: u32 = 2_000_000;
+    let small = churn(Peer::WheelIo, ITERS, 1_000);
+    let large = churn(Peer::WheelIo, ITERS, 10_000_000);
+    let r = large / small;
+    println!(
+        "| scale: churn at 10M pending ÷ at 1k | {r:.2}× ({small:.0} → {large:.0} ns) | | | | | | |"
+    );
+    targets.check(
+        "scale ≤ 1.1× from 1k to 10M pending",
+        r <= 1.1,
+        format!("{r:.2}×"),
+    );
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn expiry_row(targets: &mut Targets) {
+    let runs: Vec<Vec<Duration>> = [
+        Peer::WheelIo,
+        Peer::TokioIo,
+        Peer::WheelTimeOnly,
+        Peer::TokioTimeOnly,
+    ]
+    .into_iter()
+    .map(expiry)
+    .collect();
+    let [ours_io, tokio_io, ours_time, tokio_time] = &runs[..] else {
+        unreachable!()
+    };
+    let cell = |l: &[Duration]| {
+        format!(
+            "{:.2} / {:.2} / {:.2} / {:.2}",
+            ms(l[0]),
+            ms(percentile(l, 0.5)),
+            ms(percentile(l, 0.99)),
+            ms(*l.last().unwrap())
+        )
+    };
+    let p99 = |l: &[Duration]| ms(percentile(l, 0.99));
+    let max = |l: &[Duration]| ms(*l.last().unwrap());
+    println!(
+        "| expiry: 200k sleeps over 1 s, 1 ms tick, lateness min / p50 / p99 / max, ms (ours never early: checked) | {} | {} | {} | {} | | | tokio p99 ÷ ours: I/O {:.2}×, time-only {:.2}× |",
+        cell(ours_io),
+        cell(ours_time),
+        cell(tokio_io),
+        cell(tokio_time),
+        p99(tokio_io) / p99(ours_io),
+        p99(tokio_time) / p99(ours_time),
+    );
+    for (config, ours, tokio) in [
+        ("I/O", ours_io, tokio_io),
+        ("time-only", ours_time, tokio_time),
+    ] {
+        targets.check(
+            &format!("expiry p99 ≤ tokio's ({config})"),
+            p99(ours) <= p99(tokio),
+            format!("{:.2} against {:.2} ms", p99(ours), p99(tokio)),
+        );
+        targets.check(
+            &format!("expiry max ≤ 1.5× tokio's ({config})"),
+            max(ours) <= 1.5 * max(tokio),
+            format!("{:.2} against {:.2} ms", max(ours), max(tokio)),
+        );
+    }
+}
+
+fn memory_row(targets: &mut Targets) {
+    let ours = memory(Peer::WheelIo);
+    let tokio = memory(Peer::TokioIo);
+    println!(
+        "| memory per pending sleep at 1M, B (future + timer heap) | {:.0} ({} + {:.0}) | same | {:.0} (box pointer + {} + {:.0}) | same | | | tokio ÷ ours {:.1}× |",
+        ours.total,
+        ours.size_of,
+        ours.heap,
+        tokio.total,
+        tokio.size_of,
+        tokio.heap,
+        tokio.total / ours.total
+    );
+    targets.check(
+        "memory ≤ 56 B per pending sleep",
+        ours.total <= 56.0,
+        format!("{:.1} B ({} + {:.1})", ours.total, ours.size_of, ours.heap),
+    );
+}
+
+fn callbacks_rows(targets: &mut Targets) {
+    let detached_io = callbacks(Callbacks::Detached, Flavor::Io);
+    let tokio_io = callbacks(Callbacks::TokioTasks, Flavor::Io);
+    let detached_time = callbacks(Callbacks::Detached, Flavor::TimeOnly);
+    let tokio_time = callbacks(Callbacks::TokioTasks, Flavor::TimeOnly);
+    let handles_io = callbacks(Callbacks::Handles, Flavor::Io);
+    println!(
+        "| callbacks: 1M over 1 s, CPU ns each: ours `schedule_detached` (through a handle); tokio a task + sleep each | {detached_io:.0} ({handles_io:.0}) | {detached_time:.0} | {tokio_io:.0} | {tokio_time:.0} | | | tokio ÷ ours: I/O {:.1}×, time-only {:.1}× |",
+        tokio_io / detached_io,
+        tokio_time / detached_time,
+    );
+    let floor_io = callbacks_floor(Flavor::Io);
+    let floor_time = callbacks_floor(Flavor::TimeOnly);
+    let parts = |f: &tokio_wheel_benches::workloads::CallbacksFloor| {
+        format!(
+            "{:.0} ({:.0} + {:.0} + {:.0} + {:.0} + {:.0})",
+            f.total_ns(),
+            f.harness_ns,
+            f.memory_ns,
+            f.wakeups_ns,
+            f.sync_ns,
+            f.deadline_ns
+        )
+    };
+    println!(
+        "| callbacks floor, CPU ns: harness + 64 B of new memory + 1 ms wakeups + lock & count + deadline | {} | {} | | | | | ours ÷ floor: I/O {:.2}×, time-only {:.2}× |",
+        parts(&floor_io),
+        parts(&floor_time),
+        detached_io / floor_io.total_ns(),
+        detached_time / floor_time.total_ns(),
+    );
+    for (config, ours, tokio, floor) in [
+        ("I/O", detached_io, tokio_io, floor_io.total_ns()),
+        (
+            "time-only",
+            detached_time,
+            tokio_time,
+            floor_time.total_ns(),
+        ),
+    ] {
+        let r = tokio / ours;
+        targets.check(
+            &format!("callbacks ≥ 10× cheaper than a tokio task ({config})"),
+            r >= 10.0,
+            format!("{r:.1}× ({tokio:.0} ÷ {ours:.0} ns)"),
+        );
+        let r = ours / floor;
+        targets.check(
+            &format!("callbacks within 1.2× of the floor ({config})"),
+            r <= 1.2,
+            format!("{r:.2}× ({ours:.0} ÷ {floor:.0} ns)"),
+        );
+    }
+}
+
+/// The rpc row: CPU ns per request with each read timeout, the kinds taking turns in
+/// short phases on one echo (see `workloads::rpc`), each against the no-timeout phase of
+/// its round.
+fn rpc_row() {
+    const ROUNDS: usize = 120;
+    const PER_CONNECTION: u32 = 15;
+    let mut echo = Echo::new();
+    let kinds = ReadTimeout::ALL;
+    let (mut cpu, mut wall) = (vec![Vec::new(); kinds.len()], vec![Vec::new(); kinds.len()]);
+    let mut extra = vec![Vec::new(); kinds.len()];
+    for round in 0..ROUNDS {
+        // A different kind goes first each round, so that none always follows another.
+        let mut phases = [PerRequest::default(); 4];
+        for k in 0..kinds.len() {
+            let i = (round + k) % kinds.len();
+            phases[i] = echo.phase(kinds[i], PER_CONNECTION);
+        }
+        for (i, p) in phases.iter().enumerate() {
+            cpu[i].push(p.cpu_ns);
+            wall[i].push(p.wall_ns);
+            extra[i].push(p.cpu_ns - phases[0].cpu_ns);
+        }
+    }
+    let cell = |i: usize| {
+        let total = Spread::of(&cpu[i]);
+        let (lo, hi) = median_interval(&extra[i]);
+        let d = Spread::of(&extra[i]).median;
+        let verdict = if lo > 0.0 || hi < 0.0 {
+            "resolved"
+        } else {
+            "**not resolved**: the interval holds 0"
+        };
+        format!(
+            "{}: {total}, +{d:.0} ns = {:.1}% of a request (95% interval of the median difference {lo:.0} to {hi:.0}: {verdict}); wall {:.0}",
+            kinds[i].name(),
+            100.0 * d / total.median,
+            Spread::of(&wall[i]).median,
+        )
+    };
+    println!(
+        "| rpc: TCP echo on 127.0.0.1, 200 connections, 2 workers, I/O runtime, each read under a 1 s timeout; CPU ns/request (all threads), median (min–max) of {ROUNDS} rounds, the kinds interleaved; no timeout: {} (wall {:.0}) | {}; {} | | {} | | | | |",
+        Spread::of(&cpu[0]),
+        Spread::of(&wall[0]).median,
+        cell(1),
+        cell(2),
+        cell(3),
     );
 }
 
@@ -136,48 +505,7 @@ fn idle_row() {
     let (alone, _) = idle(false);
     let (ours, wakeups) = idle(true);
     println!(
-        "| idle: CPU ms over 2 s, nothing pending (a process of its own) | {ours:.2} ({wakeups} driver wakeups) | runtime alone {alone:.2} | | |"
+        "| idle: CPU ms over 2 s, nothing pending, 1 ms tick (a process of its own) | {ours:.2} ({wakeups} driver wakeups); runtime alone {alone:.2} | | | | | | |"
     );
-}
-
-/// The churn-mt row. Alone (`compare churn-mt`) it runs in a process that has run
-/// nothing else, where its figures are lower than after the one-thread workloads.
-fn churn_mt_row() {
-    // Two workers on a 2-core VM: one run of each is noisy (the baseline alone moves
-    // by half), so the peers take turns for several rounds, each against the baseline
-    // of its own round, and the medians are reported with their spread.
-    const ROUNDS: usize = 7;
-    let (mut base, mut ours, mut tokio, mut pingora) = (vec![], vec![], vec![], vec![]);
-    for _ in 0..ROUNDS {
-        let b = churn_mt(None, 300);
-        base.push(b);
-        ours.push(churn_mt(Some(Peer::Wheel), 300) - b);
-        tokio.push(churn_mt(Some(Peer::Tokio), 300) - b);
-        pingora.push(churn_mt(Some(Peer::Pingora), 300) - b);
-    }
-    let mut ratios: Vec<f64> = tokio.iter().zip(&ours).map(|(t, o)| t / o).collect();
-    println!(
-        "| churn-mt overhead over yield_now ({:.0} ns), median (min–max) of {ROUNDS} rounds | {} | {} | pingora {} | {} |",
-        median(&mut base),
-        spread(&mut ours, ""),
-        spread(&mut tokio, ""),
-        spread(&mut pingora, ""),
-        spread(&mut ratios, "×"),
-    );
-}
-
-fn median(xs: &mut [f64]) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
-/// "median (min–max)", one decimal place for ratios.
-fn spread(xs: &mut [f64], unit: &str) -> String {
-    let m = median(xs);
-    let (lo, hi) = (xs[0], xs[xs.len() - 1]);
-    if unit.is_empty() {
-        format!("{m:.0} ({lo:.0}–{hi:.0})")
-    } else {
-        format!("{m:.1}{unit} ({lo:.1}–{hi:.1})")
-    }
+    println!("idle wakeups: {wakeups}");
 }
