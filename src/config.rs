@@ -16,7 +16,8 @@ pub(crate) const MAX_WHEEL_SIZE: usize = 1 << 20;
 /// bits (to keep entries at 32 bytes), which at 1 ms span 139 years.
 pub(crate) const MIN_TICK: Duration = Duration::from_millis(1);
 
-/// The most shards a timer has; it has one per core up to this.
+/// The most shards a timer has; it has one per core (or per worker of its runtime,
+/// if more) up to this.
 pub(crate) const MAX_SHARDS: usize = 64;
 
 /// Where expired callbacks of [`Timer::schedule`](crate::Timer::schedule) run.

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use crate::callback;
 use crate::clock::deadline_after;
+use crate::config::MAX_SHARDS;
 use crate::driver::{self, Anchor, Shared};
 use crate::scheduled::Scheduled;
 use crate::{Builder, Error, Interval, Sleep, Stats, Timeout, Unfired};
@@ -438,8 +439,35 @@ impl Builder {
     /// [`Error::InvalidConfig`] if a setting is out of range or `runtime` has no time
     /// driver.
     pub fn build_on(self, runtime: &tokio::runtime::Handle) -> Result<Timer, Error> {
-        let config = self.validate()?;
+        let mut config = self.validate()?;
+        // A shard per thread that registers at once: per core, or per worker if the
+        // runtime has more workers than cores, where a worker preempted while holding
+        // a shared shard's lock would stall the others on it.
+        config.shards = config
+            .shards
+            .max(runtime.metrics().num_workers())
+            .min(MAX_SHARDS);
         let shared = driver::start(config, runtime)?;
         Ok(Timer::from_shared(shared))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timer_has_a_shard_per_core_or_per_worker_if_more() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for workers in [1, 8, 100] {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(workers)
+                .enable_time()
+                .build()
+                .unwrap();
+            let timer = Timer::builder().build_on(runtime.handle()).unwrap();
+            let expected = cores.max(workers).min(MAX_SHARDS);
+            assert_eq!(timer.shared().shards(), expected, "{workers} workers");
+        }
     }
 }

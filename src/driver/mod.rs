@@ -16,7 +16,8 @@
 //!
 //! # Implementation
 //!
-//! There is one shard per core, each two wheels (futures' wakers, callbacks) under
+//! There is one shard per core (or per worker of the runtime the timer is built on,
+//! if it has more), each two wheels (futures' wakers, callbacks) under
 //! one lock. A thread registers in its own shard and the timer remembers which
 //! ([`Registration`]), so threads that register and cancel at once rarely touch the
 //! same lock or cache line; the driver advances every shard to the same step.
@@ -301,6 +302,12 @@ impl Shared {
         let index = thread_shard() % self.shards.len();
         // At most `builder::MAX_SHARDS` shards, so the index fits.
         (index as u16, &self.shards[index])
+    }
+
+    /// How many shards there are.
+    #[cfg(test)]
+    pub(crate) fn shards(&self) -> usize {
+        self.shards.len()
     }
 
     /// Number of entries in all shards.
