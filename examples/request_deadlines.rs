@@ -95,8 +95,9 @@ async fn main() {
     println!("peak pending():  {peak}");
     println!("pending() now:   {}", timer.pending());
     println!("wall time:       {:?}", started.elapsed());
-    // What a metrics exporter would read: fired against cancelled is timed out against
-    // answered in time (a request answered on the first poll never registered).
+    // What a metrics exporter would read: `fired` is at least the requests that timed
+    // out (an answer ready when its deadline fires still wins), `cancelled` the ones
+    // answered in time after waiting.
     let stats = timer.stats();
     println!("stats.fired:     {} (timers that expired)", stats.fired);
     println!(
@@ -116,7 +117,7 @@ async fn main() {
         "a request timed out before its deadline"
     );
     assert_eq!(timer.pending(), 0);
-    assert_eq!(stats.fired, timed_out as u64);
+    assert!(stats.fired >= timed_out as u64);
     assert_eq!(stats.lateness.total(), stats.fired);
     println!("no request timed out early");
 }

@@ -16,17 +16,26 @@ pub struct Stats {
     /// How many times the driver task has woken up. With nothing pending it does not
     /// wake at all; with timers pending, about once per tick that has one due.
     pub driver_wakeups: u64,
-    /// Timers (futures and callbacks) fired since the timer was built.
+    /// Timers (futures and callbacks) the driver fired since the timer was built: the
+    /// total of [`lateness`](Stats::lateness), so the two always agree.
     pub fired: u64,
     /// Timers removed from the wheel before they fired: a pending [`Sleep`](crate::Sleep)
-    /// (or the [`Timeout`](crate::Timeout) around it) dropped, a pending callback
-    /// [cancelled](crate::Scheduled::cancel). For request deadlines, `cancelled` against
-    /// `fired` is how many requests answered in time against how many timed out.
+    /// (or the [`Timeout`](crate::Timeout) or [`Interval`](crate::Interval) around it)
+    /// dropped, a pending callback [cancelled](crate::Scheduled::cancel) or its handle
+    /// dropped. Not counted: a `Sleep` dropped before its first poll (it never
+    /// registered; nor does a `Timeout` whose future is ready on its first poll), and
+    /// timers that [`Timer::shutdown`](crate::Timer::shutdown) or the loss of the
+    /// driver's runtime took out of the wheel.
+    ///
+    /// For request deadlines, `fired` is at least the requests that timed out (a
+    /// `Timeout` whose answer is ready when its deadline fires still returns the
+    /// answer), and `cancelled` the ones answered in time after waiting.
     pub cancelled: u64,
-    /// Pending timers moved to a new deadline in place by
-    /// [`Sleep::reset`](crate::Sleep::reset) (also through hyper's `Timer::reset`).
-    /// Resetting a `Sleep` that had fired or was never polled registers it afresh on
-    /// its next poll, and is not counted here.
+    /// Pending timers moved to a new deadline by [`Sleep::reset`](crate::Sleep::reset)
+    /// (also through [`Interval`](crate::Interval)'s resets and hyper's
+    /// `Timer::reset`): in place, or, for a deadline the driver has already passed, out
+    /// of the wheel to complete on the next poll. Resetting a `Sleep` that had fired or
+    /// was never polled registers it afresh on its next poll, and is not counted here.
     pub reset: u64,
     /// How late the driver fired timers, counted in log-scale buckets; see [`Lateness`].
     pub lateness: Lateness,
@@ -47,11 +56,13 @@ pub struct Stats {
 ///
 /// A timer's lateness is how long after its deadline the driver fired it (woke its
 /// task, or handed its callback to the executor); the task then runs when its runtime
-/// schedules it. It is measured from the start of the quarter-tick step the deadline
-/// lies in, so it reads up to a quarter tick *more* than the exact figure, never less.
-/// With the clock on time, every timer lands below one tick plus Tokio's millisecond;
-/// counts beyond that mean the driver ran late (a busy runtime, a blocked worker, a
-/// `max_pending` burst), which is what the histogram is for.
+/// schedules it. A callback's is exact. A future's is measured from the start of the
+/// step of the wheel its deadline lies in, so it reads up to one step *more* than the
+/// exact figure, never less: a step is a quarter tick, half a tick for wheels of more
+/// than 2^18 slots, a whole tick at 2^20. With the driver on time, every timer lands
+/// below one tick plus Tokio's millisecond (plus that step, for futures); counts beyond
+/// that mean the driver ran late (a busy runtime, a blocked worker, a burst of more
+/// than 4096 timers due at once), which is what the histogram is for.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]

@@ -114,10 +114,12 @@ async fn a_half_sent_head_is_cut_off_by_header_read_timeout_on_time() {
     let timer = timer();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let (accepted, on_accept) = tokio::sync::oneshot::channel();
     let server = tokio::spawn({
         let timer = timer.clone();
         async move {
             let (stream, _) = listener.accept().await.unwrap();
+            accepted.send(()).unwrap();
             // Measured here, in the task that arms and then reads the timeout: the
             // paused clock moves only when every task waits, to the next timer.
             let start = Instant::now();
@@ -134,8 +136,10 @@ async fn a_half_sent_head_is_cut_off_by_header_read_timeout_on_time() {
         .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         .await
         .unwrap();
-    // A guard far beyond the timeout: the paused clock reaches it only if the header
+    // A guard far beyond the timeout, armed once hyper's timer is (the server arms it
+    // in the same poll that accepted): the paused clock reaches it only if the header
     // timeout never fires.
+    on_accept.await.unwrap();
     let (took, served) = tokio::time::timeout(Duration::from_secs(3600), server)
         .await
         .expect("the header read timeout never fired")

@@ -3,6 +3,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -119,4 +121,104 @@ async fn lateness_sees_a_driver_that_ran_late() {
     sleep.await;
     let lateness = timer.stats().lateness;
     assert_eq!(lateness.counts(), [0, 0, 0, 0, 0, 1, 0], "{lateness}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_callbacks_lateness_is_from_its_deadline_even_one_in_the_past() {
+    let timer = Timer::builder().tick(ms(10)).build().unwrap();
+    let start = Instant::now();
+    tokio::time::advance(Duration::from_secs(2)).await;
+    timer.catch_up().await;
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    // Due 1.9 s ago: placed in the next open step, but late by 1.9 s.
+    let _handle = timer
+        .schedule_at(start + ms(100), move || flag.store(true, Ordering::SeqCst))
+        .unwrap();
+    tokio::time::sleep(ms(20)).await;
+    timer.catch_up().await;
+    assert!(ran.load(Ordering::SeqCst));
+    let lateness = timer.stats().lateness;
+    assert_eq!(lateness.counts(), [0, 0, 0, 0, 0, 0, 1], "{lateness}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_futures_lateness_reads_at_most_one_step_more_even_for_the_biggest_wheel() {
+    // At 2^20 slots a step is a whole tick.
+    let timer = Timer::builder()
+        .tick(ms(8))
+        .wheel_size(1 << 20)
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let mut sleep = timer.sleep_until(start + Duration::from_micros(7_900));
+    assert!(poll(&mut sleep).is_pending());
+    (&mut sleep).await;
+    assert_eq!(start.elapsed(), ms(8));
+    // 0.1 ms late, read from the step's start as 8 ms: the [4 ms, 16 ms) bucket.
+    let lateness = timer.stats().lateness;
+    assert_eq!(lateness.counts(), [0, 0, 1, 0, 0, 0, 0], "{lateness}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pending_sleep_reset_into_the_past_counts_as_reset() {
+    let timer = Timer::builder().tick(ms(10)).build().unwrap();
+    let mut sleep = timer.sleep(ms(100));
+    assert!(poll(&mut sleep).is_pending());
+    tokio::time::advance(ms(50)).await;
+    timer.catch_up().await;
+    // A deadline whose step the driver has processed: out of the wheel at once.
+    sleep.reset(Instant::now() - ms(30));
+    assert_eq!(timer.pending(), 0);
+    assert!(poll(&mut sleep).is_ready());
+    let stats = timer.stats();
+    assert_eq!(
+        (stats.reset, stats.cancelled, stats.fired),
+        (1, 0, 0),
+        "{stats:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_ready_when_its_deadline_fires_wins_and_its_timer_counts_as_fired() {
+    let timer = Timer::builder().tick(ms(10)).build().unwrap();
+    let start = Instant::now();
+    // Ready from 100 ms on, but only the timeout's sleep wakes the task.
+    let answer = std::future::poll_fn(move |_| match start.elapsed() >= ms(100) {
+        true => Poll::Ready("answer"),
+        false => Poll::Pending,
+    });
+    assert_eq!(timer.timeout(ms(100), answer).await, Ok("answer"));
+    let stats = timer.stats();
+    assert_eq!((stats.fired, stats.cancelled), (1, 0), "{stats:?}");
+}
+
+/// Real clock, two workers: snapshots taken while the driver fires never disagree.
+#[test]
+fn a_stats_snapshot_has_fired_equal_to_the_lateness_total() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    let timer = runtime.block_on(async { Timer::builder().tick(ms(1)).build().unwrap() });
+    let stop = Arc::new(AtomicBool::new(false));
+    for _ in 0..200 {
+        let (timer, stop) = (timer.clone(), stop.clone());
+        runtime.spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                timer.sleep(ms(1)).await;
+            }
+        });
+    }
+    let until = std::time::Instant::now() + Duration::from_secs(1);
+    let mut snapshots = 0u64;
+    while std::time::Instant::now() < until {
+        let stats = timer.stats();
+        assert_eq!(stats.fired, stats.lateness.total(), "{stats:?}");
+        snapshots += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    drop(runtime);
+    assert!(snapshots > 100 && timer.stats().fired > 0);
 }

@@ -93,6 +93,9 @@ impl Shared {
                 true
             }
             Err(fired) => {
+                // Moved to a step already processed: out of the wheel, its task woken
+                // to complete it. Still a reset (a pending timer moved), not a cancel.
+                wheels.reset += u64::from(fired.is_some());
                 drop(wheels);
                 if let Some(waker) = fired {
                     waker.wake();

@@ -154,11 +154,10 @@ struct Shard {
 #[derive(Debug, Default)]
 struct Counters {
     wakeups: StdAtomicU64,
-    fired: StdAtomicU64,
     panics: StdAtomicU64,
     rejections: StdAtomicU64,
     stranded: StdAtomicU64,
-    /// Added once per turn, from counts the turn gathered per step.
+    /// Timers fired, by lateness; added once per turn. Their sum is `Stats::fired`.
     lateness: [StdAtomicU64; 7],
 }
 
@@ -352,7 +351,7 @@ impl Shared {
         Stats {
             pending: self.pending(),
             driver_wakeups: self.counters.wakeups.load(Ordering::Relaxed),
-            fired: self.counters.fired.load(Ordering::Relaxed),
+            fired: lateness.iter().sum(),
             cancelled,
             reset,
             lateness: Lateness::from_counts(lateness),

@@ -42,8 +42,9 @@ pub(crate) enum Turn {
     Exit,
 }
 
-/// The lateness buckets of what one turn fires, found once per step rather than once
-/// per timer (every timer of a step is equally late).
+/// The lateness buckets of what one turn fires: for futures, from the start of their
+/// step, found once per step rather than once per timer; for callbacks, which keep
+/// their deadline, exactly (a callback due in the past was placed in a later step).
 struct LatenessTally<'a> {
     clock: &'a Clock,
     now: Instant,
@@ -72,6 +73,13 @@ impl<'a> LatenessTally<'a> {
             }
         };
         self.counts[bucket] += 1;
+    }
+
+    fn count_deadline(&mut self, deadline: i64) {
+        let late = self
+            .now
+            .saturating_duration_since(self.clock.instant_at(deadline));
+        self.counts[Lateness::bucket(late)] += 1;
     }
 }
 
@@ -215,8 +223,8 @@ impl Shared {
                 lateness.count(step);
                 expired.push(Payload::Wake(waker));
             });
-            done &= wheels.callbacks.advance(now, BATCH, |step, callback| {
-                lateness.count(step);
+            done &= wheels.callbacks.advance(now, BATCH, |_, callback| {
+                lateness.count_deadline(callback.deadline());
                 // Taken out under the lock: from here on `cancel` returns false and
                 // `is_expired` true, with no moment in between.
                 fired_callbacks += 1;
@@ -236,9 +244,8 @@ impl Shared {
         // may re-arm itself under `max_pending(1)`.
         self.callbacks_gone(fired_callbacks);
         let rejected = std::mem::take(&mut *lock(&self.rejected));
-        self.counters
-            .fired
-            .fetch_add(expired.len() as u64, Ordering::Relaxed);
+        // `Stats::fired` is the sum of these: one count, so a snapshot never sees a
+        // timer fired but not yet in the histogram.
         for (shared, &count) in self.counters.lateness.iter().zip(&lateness.counts) {
             if count > 0 {
                 shared.fetch_add(count, Ordering::Relaxed);
