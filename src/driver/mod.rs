@@ -109,7 +109,8 @@ pub(crate) struct Wheels {
     /// Timers (futures and callbacks) removed before they fired: counted under the
     /// lock the removal takes anyway, so the count costs no shared write.
     cancelled: u64,
-    /// Pending futures moved to a new step in place, counted likewise.
+    /// Pending futures moved to a new step (or, for a step already processed, out of
+    /// the wheel to complete on their next poll), counted likewise.
     reset: u64,
 }
 
