@@ -111,8 +111,8 @@ impl Lateness {
     /// Timers in the buckets whose upper bound is at most `bound` (so, fired less than
     /// that late). Between two bounds, rounds down to the lower one.
     pub fn at_most(&self, bound: Duration) -> u64 {
-        let buckets = Self::BOUNDS.iter().take_while(|&&b| b <= bound).count();
-        self.counts[..buckets].iter().sum()
+        // The buckets below `bound`'s own.
+        self.counts[..Self::bucket(bound)].iter().sum()
     }
 
     /// The bucket that `late` falls in.
@@ -125,7 +125,7 @@ impl Lateness {
     }
 }
 
-/// One bucket per item, empty ones left out: `<1ms: 3, 1-4ms: 10, >=1024ms: 1`.
+/// One item per non-empty bucket, as in `<1ms: 3, 1-4ms: 10, >=1024ms: 1`.
 impl fmt::Display for Lateness {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
@@ -137,7 +137,7 @@ impl fmt::Display for Lateness {
             let ms = |d: Duration| d.as_millis();
             match i {
                 0 => write!(f, "<{}ms: {count}", ms(Self::BOUNDS[0]))?,
-                BUCKETS_LAST => write!(f, ">={}ms: {count}", ms(Self::BOUNDS[i - 1]))?,
+                _ if i == BUCKETS - 1 => write!(f, ">={}ms: {count}", ms(Self::BOUNDS[i - 1]))?,
                 _ => write!(
                     f,
                     "{}-{}ms: {count}",
@@ -152,8 +152,6 @@ impl fmt::Display for Lateness {
         Ok(())
     }
 }
-
-const BUCKETS_LAST: usize = BUCKETS - 1;
 
 /// Lateness counts a turn of the driver gathers before adding them to the shared ones.
 pub(crate) type LatenessCounts = [u64; BUCKETS];

@@ -338,9 +338,10 @@ impl Shared {
     }
 
     pub(crate) fn stats(&self) -> Stats {
-        let (mut cancelled, mut reset) = (0, 0);
+        let (mut pending, mut cancelled, mut reset) = (0, 0, 0);
         for shard in self.shards.iter() {
             let wheels = lock(&shard.wheels);
+            pending += wheels.len();
             cancelled += wheels.cancelled;
             reset += wheels.reset;
         }
@@ -350,7 +351,7 @@ impl Shared {
             .each_ref()
             .map(|count| count.load(Ordering::Relaxed));
         Stats {
-            pending: self.pending(),
+            pending,
             driver_wakeups: self.counters.wakeups.load(Ordering::Relaxed),
             fired: lateness.iter().sum(),
             cancelled,
