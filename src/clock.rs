@@ -119,6 +119,17 @@ impl Clock {
 
     /// The offset of `duration` after `now`, saturating as [`deadline_after`] does.
     pub(crate) fn offset_after(&self, now: Instant, duration: Duration) -> i64 {
+        // The common case, every `sleep(d)`: `now` after the origin, both terms well
+        // inside i64 nanoseconds (292 years), added without widening to u128.
+        if let Some(since) = now.checked_duration_since(self.origin) {
+            let duration = duration.min(FAR_FUTURE);
+            let ns = since
+                .as_secs()
+                .saturating_add(duration.as_secs())
+                .saturating_mul(1_000_000_000)
+                .saturating_add(u64::from(since.subsec_nanos() + duration.subsec_nanos()));
+            return i64::try_from(ns).unwrap_or(i64::MAX).min(self.max_offset);
+        }
         let far = i64::try_from(FAR_FUTURE.as_nanos()).unwrap_or(i64::MAX);
         let duration = i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX);
         self.offset_of(now)
@@ -237,6 +248,42 @@ mod tests {
         assert!(!tiny.is_processed(i64::MAX, MAX_STEP - 1));
         let after = clock.offset_after(origin, Duration::MAX);
         assert_eq!(clock.instant_at(after), far_future(origin));
+    }
+
+    #[test]
+    fn offset_after_adds_exactly_and_saturates() {
+        let origin = Instant::now();
+        let reference = |clock: &Clock, since: Duration, d: Duration| -> i64 {
+            let ns = since.as_nanos() + d.min(FAR_FUTURE).as_nanos();
+            i64::try_from(ns).unwrap_or(i64::MAX).min(clock.max_offset)
+        };
+        let times = [
+            Duration::ZERO,
+            Duration::from_nanos(1),
+            Duration::new(1, 999_999_999),
+            Duration::new(86_400 * 365 * 100, 500_000_000),
+            FAR_FUTURE,
+            Duration::MAX,
+        ];
+        for tick in [Duration::from_nanos(1), Duration::from_millis(1)] {
+            let clock = Clock::new(origin, tick, STEPS_PER_TICK);
+            for since in &times[..4] {
+                for d in times {
+                    let now = origin + *since;
+                    assert_eq!(
+                        clock.offset_after(now, d),
+                        reference(&clock, *since, d),
+                        "{tick:?} {since:?} {d:?}"
+                    );
+                }
+            }
+            // Before the origin (another runtime's clock): the slow path, same sum.
+            let before = origin - Duration::from_millis(3);
+            assert_eq!(
+                clock.offset_after(before, Duration::from_millis(5)),
+                2_000_000
+            );
+        }
     }
 
     #[test]

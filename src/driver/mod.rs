@@ -241,18 +241,26 @@ impl Anchor {
 
     /// The calling thread's anchor among `anchors` (from [`Anchor::all`]).
     pub(crate) fn local(anchors: &[Arc<Anchor>]) -> Arc<Anchor> {
-        anchors[thread_shard() % anchors.len()].clone()
+        anchors[thread_shard(anchors.len())].clone()
     }
 }
 
-/// Gives each thread a shard index: threads are numbered in the order they first
-/// register, so a runtime's workers land on different shards.
-fn thread_shard() -> usize {
+/// The calling thread's shard among `shards`: threads are numbered in the order they
+/// first register, so a runtime's workers land on different shards.
+#[inline]
+fn thread_shard(shards: usize) -> usize {
     static NEXT: StdAtomicUsize = StdAtomicUsize::new(0);
     thread_local! {
-        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+        static NUMBER: usize = NEXT.fetch_add(1, Ordering::Relaxed);
     }
-    SHARD.with(|shard| *shard)
+    let number = NUMBER.with(|number| *number);
+    // Most threads are numbered below the shard count (a runtime's workers first):
+    // they skip the division.
+    if number < shards {
+        number
+    } else {
+        number % shards
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -299,7 +307,7 @@ impl Shared {
 
     /// The shard of the calling thread.
     fn local(&self) -> (u16, &Shard) {
-        let index = thread_shard() % self.shards.len();
+        let index = thread_shard(self.shards.len());
         // At most `builder::MAX_SHARDS` shards, so the index fits.
         (index as u16, &self.shards[index])
     }
@@ -444,6 +452,26 @@ mod tests {
     }
 
     #[test]
+    fn a_threads_shard_is_its_number_modulo_the_shard_count() {
+        // Threads are numbered from 0 in turn: by the eighth new thread both the
+        // numbers below the shard count and those above it have been seen.
+        let mut above = false;
+        for _ in 0..8 {
+            let number = std::thread::spawn(|| {
+                let number = thread_shard(usize::MAX);
+                for shards in 1..=4 {
+                    assert_eq!(thread_shard(shards), number % shards, "{number}");
+                }
+                number
+            })
+            .join()
+            .unwrap();
+            above |= number >= 4;
+        }
+        assert!(above);
+    }
+
+    #[test]
     fn each_thread_holds_its_own_shards_anchor() {
         let mut config = crate::Builder::default().validate().expect("defaults");
         config.shards = 2;
@@ -466,11 +494,11 @@ mod tests {
         let mut others: Vec<Arc<Anchor>> = Vec::new();
         for _ in 0..64 {
             let (number, anchor) = std::thread::scope(|s| {
-                s.spawn(|| (thread_shard(), Anchor::local(&anchors)))
+                s.spawn(|| (thread_shard(2), Anchor::local(&anchors)))
                     .join()
                     .unwrap()
             });
-            assert!(Arc::ptr_eq(&anchor, &anchors[number % 2]));
+            assert!(Arc::ptr_eq(&anchor, &anchors[number]));
             if !others.iter().any(|seen| Arc::ptr_eq(seen, &anchor)) {
                 others.push(anchor);
             }
