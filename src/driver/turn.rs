@@ -8,6 +8,7 @@ use std::pin::pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Waker;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -48,6 +49,9 @@ pub(crate) enum Turn {
 struct LatenessTally<'a> {
     clock: &'a Clock,
     now: Instant,
+    /// `now` as an offset from the origin, as callbacks keep their deadlines: a
+    /// callback's lateness is one subtraction, not two conversions of instants.
+    now_offset: i64,
     /// The step last counted and its bucket.
     step: Option<(u64, usize)>,
     counts: LatenessCounts,
@@ -58,6 +62,7 @@ impl<'a> LatenessTally<'a> {
         LatenessTally {
             clock,
             now,
+            now_offset: clock.offset_of(now),
             step: None,
             counts: LatenessCounts::default(),
         }
@@ -77,9 +82,11 @@ impl<'a> LatenessTally<'a> {
 
     fn count_deadline(&mut self, deadline: i64) {
         let late = self
-            .now
-            .saturating_duration_since(self.clock.instant_at(deadline));
-        self.counts[Lateness::bucket(late)] += 1;
+            .now_offset
+            .saturating_sub(deadline)
+            .max(0)
+            .unsigned_abs();
+        self.counts[Lateness::bucket(Duration::from_nanos(late))] += 1;
     }
 }
 
