@@ -4,9 +4,10 @@
 //!
 //! It first builds a copy of itself with `RUSTFLAGS="--cfg tokio_unstable"` in
 //! `target/alt-timer` (about a minute the first time, a no-op after), which measures
-//! Tokio's alt timer. `compare churn-mt` or `compare rpc` prints that row alone; the
-//! idle row always runs in a process of its own. The criterion benches (`cargo bench -p
-//! tokio-wheel-benches`) measure the same workloads with more care.
+//! Tokio's alt timer. `compare churn-mt`, `compare callbacks` or `compare rpc` prints
+//! those rows alone; the idle row always runs in a process of its own. The criterion
+//! benches (`cargo bench -p tokio-wheel-benches`) measure the same workloads with more
+//! care.
 
 use std::time::{Duration, Instant};
 
@@ -39,7 +40,7 @@ fn main() {
     let started = Instant::now();
     let mut targets = Targets::default();
     let alt = match args.first().map(String::as_str) {
-        Some("rpc") | Some("idle") => None,
+        Some("rpc") | Some("idle") | Some("callbacks") => None,
         _ => Some(alt_timer::build()),
     };
     println!(
@@ -50,6 +51,10 @@ fn main() {
         Some("churn-mt") => return churn_mt_rows(alt.unwrap(), &mut targets),
         Some("rpc") => return rpc_row(),
         Some("idle") => return idle_row(),
+        Some("callbacks") => {
+            callbacks_rows(&mut targets);
+            return targets.print();
+        }
         _ => {}
     }
 
@@ -396,18 +401,42 @@ fn memory_row(targets: &mut Targets) {
 }
 
 fn callbacks_rows(targets: &mut Targets) {
-    let detached_io = callbacks(Callbacks::Detached, Flavor::Io);
-    let tokio_io = callbacks(Callbacks::TokioTasks, Flavor::Io);
-    let detached_time = callbacks(Callbacks::Detached, Flavor::TimeOnly);
-    let tokio_time = callbacks(Callbacks::TokioTasks, Flavor::TimeOnly);
-    let handles_io = callbacks(Callbacks::Handles, Flavor::Io);
+    // Each figure is the CPU of a whole process over a second or more, and a single
+    // one swings by a fifth on two shared cores: the kinds take turns for a few rounds
+    // and the medians are compared, as churn's are.
+    const ROUNDS: usize = 3;
+    let kinds = [
+        (Callbacks::Detached, Flavor::Io),
+        (Callbacks::TokioTasks, Flavor::Io),
+        (Callbacks::Detached, Flavor::TimeOnly),
+        (Callbacks::TokioTasks, Flavor::TimeOnly),
+        (Callbacks::Handles, Flavor::Io),
+    ];
+    let mut ns = vec![Vec::new(); kinds.len()];
+    let mut floors = [Vec::new(), Vec::new()];
+    for _ in 0..ROUNDS {
+        for ((how, flavor), ns) in kinds.iter().zip(&mut ns) {
+            ns.push(callbacks(*how, *flavor));
+        }
+        floors[0].push(callbacks_floor(Flavor::Io));
+        floors[1].push(callbacks_floor(Flavor::TimeOnly));
+    }
+    let s: Vec<Spread> = ns.iter().map(|ns| Spread::of(ns)).collect();
+    let [detached_io, tokio_io, detached_time, tokio_time, handles_io] = s[..] else {
+        unreachable!()
+    };
     println!(
-        "| callbacks: 1M over 1 s, CPU ns each: ours `schedule_detached` (through a handle); tokio a task + sleep each | {detached_io:.0} ({handles_io:.0}) | {detached_time:.0} | {tokio_io:.0} | {tokio_time:.0} | | | tokio ÷ ours: I/O {:.1}×, time-only {:.1}× |",
-        tokio_io / detached_io,
-        tokio_time / detached_time,
+        "| callbacks: 1M over 1 s, CPU ns each, median (min–max) of {ROUNDS} rounds: ours `schedule_detached` (through a handle); tokio a task + sleep each | {detached_io} ({handles_io}) | {detached_time} | {tokio_io} | {tokio_time} | | | tokio ÷ ours: I/O {:.1}×, time-only {:.1}× |",
+        tokio_io.median / detached_io.median,
+        tokio_time.median / detached_time.median,
     );
-    let floor_io = callbacks_floor(Flavor::Io);
-    let floor_time = callbacks_floor(Flavor::TimeOnly);
+    // The floor of the round whose total is the median (the rounds are odd in
+    // number), shown with its parts so that they add up.
+    let median_round = |rounds: &[tokio_wheel_benches::workloads::CallbacksFloor]| {
+        let mut rounds = rounds.to_vec();
+        rounds.sort_by(|a, b| a.total_ns().total_cmp(&b.total_ns()));
+        rounds[rounds.len() / 2]
+    };
     let parts = |f: &tokio_wheel_benches::workloads::CallbacksFloor| {
         format!(
             "{:.0} ({:.0} + {:.0} + {:.0} + {:.0} + {:.0})",
@@ -419,20 +448,22 @@ fn callbacks_rows(targets: &mut Targets) {
             f.deadline_ns
         )
     };
+    let (io, time) = (median_round(&floors[0]), median_round(&floors[1]));
+    let (floor_io, floor_time) = (io.total_ns(), time.total_ns());
     println!(
-        "| callbacks floor, CPU ns: harness + 64 B of new memory + 1 ms wakeups + lock & count + deadline | {} | {} | | | | | ours ÷ floor: I/O {:.2}×, time-only {:.2}× |",
-        parts(&floor_io),
-        parts(&floor_time),
-        detached_io / floor_io.total_ns(),
-        detached_time / floor_time.total_ns(),
+        "| callbacks floor, CPU ns, the median round of {ROUNDS}: harness + 64 B of new memory + 1 ms wakeups + lock & count + deadline | {} | {} | | | | | ours ÷ floor: I/O {:.2}×, time-only {:.2}× |",
+        parts(&io),
+        parts(&time),
+        detached_io.median / floor_io,
+        detached_time.median / floor_time,
     );
     for (config, ours, tokio, floor) in [
-        ("I/O", detached_io, tokio_io, floor_io.total_ns()),
+        ("I/O", detached_io.median, tokio_io.median, floor_io),
         (
             "time-only",
-            detached_time,
-            tokio_time,
-            floor_time.total_ns(),
+            detached_time.median,
+            tokio_time.median,
+            floor_time,
         ),
     ] {
         let r = tokio / ours;
