@@ -453,8 +453,9 @@ mod tests {
 
     #[test]
     fn a_threads_shard_is_its_number_modulo_the_shard_count() {
-        // Threads are numbered from 0 in turn: by the eighth new thread both the
-        // numbers below the shard count and those above it have been seen.
+        // `thread_shard(usize::MAX)` is the thread's own number (the branch without a
+        // division); every thread gets a new one, so of eight new threads some are
+        // numbered 4 or more and take the division for every count below.
         let mut above = false;
         for _ in 0..8 {
             let number = std::thread::spawn(|| {
