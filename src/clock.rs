@@ -80,12 +80,17 @@ impl Clock {
     /// wheel's range (139 years at a 1 ms tick; i64's 292 years from a 2.2 ms tick on)
     /// and 292 years back.
     pub(crate) fn offset_of(&self, deadline: Instant) -> i64 {
-        if deadline >= self.origin {
-            i64::try_from(nanos(deadline - self.origin))
-                .unwrap_or(i64::MAX)
-                .min(self.max_offset)
+        self.unclamped_offset_of(deadline).min(self.max_offset)
+    }
+
+    /// `at` as signed nanoseconds from the origin, saturating only at i64's 292 years
+    /// either way: for how late a timer is at `at`, which may lie beyond the wheel's
+    /// range (the paused clock gets there).
+    pub(crate) fn unclamped_offset_of(&self, at: Instant) -> i64 {
+        if at >= self.origin {
+            i64::try_from(nanos(at - self.origin)).unwrap_or(i64::MAX)
         } else {
-            -i64::try_from(nanos(self.origin - deadline)).unwrap_or(i64::MAX)
+            -i64::try_from(nanos(self.origin - at)).unwrap_or(i64::MAX)
         }
     }
 
@@ -117,7 +122,9 @@ impl Clock {
         u64::try_from(offset).map_or(0, |ns| self.steps_rounding_up(ns))
     }
 
-    /// The offset of `duration` after `now`, saturating as [`deadline_after`] does.
+    /// The offset of `duration` after `now`, with `duration` capped at about 30 years
+    /// (as Tokio's `sleep` caps it; [`deadline_after`] only saturates on overflow) and
+    /// the sum at the end of the wheel's range.
     pub(crate) fn offset_after(&self, now: Instant, duration: Duration) -> i64 {
         // The common case, every `sleep(d)`: `now` after the origin, both terms well
         // inside i64 nanoseconds (292 years), added without widening to u128.

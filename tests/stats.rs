@@ -143,6 +143,28 @@ async fn a_callbacks_lateness_is_from_its_deadline_even_one_in_the_past() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_callback_saturated_at_the_wheels_range_counts_its_lateness_past_it() {
+    // 200 years saturate at the end of the wheel's range (about 139 years at a 1 ms
+    // tick); the clock then passes that end by 5 s, and the callback is 5 s late.
+    let timer = Timer::builder().tick(ms(1)).build().unwrap();
+    let start = Instant::now();
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    let handle = timer
+        .schedule_at(start + Duration::from_secs(86_400 * 365 * 200), move || {
+            flag.store(true, Ordering::SeqCst)
+        })
+        .unwrap();
+    let deadline = handle.deadline();
+    assert!(deadline < start + Duration::from_secs(86_400 * 365 * 140));
+    tokio::time::advance(deadline - start + Duration::from_secs(5)).await;
+    timer.catch_up().await;
+    assert!(ran.load(Ordering::SeqCst));
+    let lateness = timer.stats().lateness;
+    assert_eq!(lateness.counts(), [0, 0, 0, 0, 0, 0, 1], "{lateness}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_futures_lateness_reads_at_most_one_step_more_even_for_the_biggest_wheel() {
     // At 2^20 slots a step is a whole tick.
     let timer = Timer::builder()

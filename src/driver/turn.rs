@@ -50,7 +50,9 @@ struct LatenessTally<'a> {
     clock: &'a Clock,
     now: Instant,
     /// `now` as an offset from the origin, as callbacks keep their deadlines: a
-    /// callback's lateness is one subtraction, not two conversions of instants.
+    /// callback's lateness is one subtraction, not two conversions of instants. Not
+    /// clamped at the wheel's range: a callback saturated there and fired later is
+    /// as late as `now` says.
     now_offset: i64,
     /// The step last counted and its bucket.
     step: Option<(u64, usize)>,
@@ -62,7 +64,7 @@ impl<'a> LatenessTally<'a> {
         LatenessTally {
             clock,
             now,
-            now_offset: clock.offset_of(now),
+            now_offset: clock.unclamped_offset_of(now),
             step: None,
             counts: LatenessCounts::default(),
         }
