@@ -13,12 +13,15 @@
 //!
 //! `cargo bench -p tokio-wheel-benches --bench callbacks`
 
+mod reported;
+
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
+use reported::Reported;
 use tokio_wheel_benches::runtimes::Flavor;
 use tokio_wheel_benches::workloads::{callbacks, callbacks_floor, Callbacks};
-use tokio_wheel_benches::{Means, Reported};
+use tokio_wheel_benches::Means;
 
 /// The Tokio idiom on a time-only runtime; every other row runs with the I/O driver.
 const TOKIO_TIME_ONLY: &str = "tokio task + sleep each, time-only runtime";

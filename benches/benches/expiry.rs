@@ -11,11 +11,14 @@
 //!
 //! `cargo bench -p tokio-wheel-benches --bench expiry`
 
+mod reported;
+
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
+use reported::Reported;
+use tokio_wheel_benches::percentile;
 use tokio_wheel_benches::workloads::{expiry, Peer};
-use tokio_wheel_benches::{percentile, Reported};
 
 const SLEEPS: u32 = 200_000;
 const SPREAD: Duration = Duration::from_secs(1);

@@ -8,11 +8,14 @@
 //!
 //! `cargo bench -p tokio-wheel-benches --bench idle`
 
+mod reported;
+
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
+use reported::Reported;
 use tokio_wheel_benches::workloads::idle;
-use tokio_wheel_benches::{Means, Reported};
+use tokio_wheel_benches::Means;
 
 const ALONE: &str = "runtime alone";
 const WITH_TIMER: &str = "runtime + idle 1 ms-tick timer";

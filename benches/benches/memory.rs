@@ -8,11 +8,13 @@
 //!
 //! `cargo bench -p tokio-wheel-benches --bench memory`
 
+mod reported;
+
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
+use reported::Reported;
 use tokio_wheel_benches::workloads::{memory, Counting, Memory, Peer};
-use tokio_wheel_benches::Reported;
 
 #[global_allocator]
 static ALLOC: Counting = Counting;

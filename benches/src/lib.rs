@@ -4,11 +4,8 @@
 use std::time::Duration;
 
 pub mod alt_timer;
-pub mod reported;
 pub mod runtimes;
 pub mod workloads;
-
-pub use reported::Reported;
 
 /// CPU time used by every thread of this process so far (from /proc, in ns).
 ///
@@ -105,7 +102,7 @@ impl std::fmt::Display for Spread {
     }
 }
 
-/// Every figure the runs of [`Reported`] benchmarks produced, by benchmark, for the
+/// Every figure the runs of `Reported` benchmarks produced, by benchmark, for the
 /// summary printed after criterion's report (criterion does not compare one benchmark
 /// with another, and the targets are ratios).
 #[derive(Debug, Default)]

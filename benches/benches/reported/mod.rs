@@ -1,4 +1,6 @@
-//! [`Reported`]: a criterion measurement of a figure the workload reports itself.
+//! [`Reported`]: a criterion measurement of a figure the workload reports itself. A
+//! module of the bench files that use it (and of `tests/reported.rs`), not of the
+//! library: `compare` and its alt-timer copy build without criterion.
 
 use std::time::Duration;
 
@@ -86,25 +88,5 @@ impl ValueFormatter for Reported {
 
     fn scale_for_machines(&self, _values: &mut [f64]) -> &'static str {
         self.unit
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn values_are_shown_unscaled_in_the_unit() {
-        let m = Reported::new("B/sleep");
-        let mut values = [58.0, 120.0];
-        assert_eq!(m.formatter().scale_values(58.0, &mut values), "B/sleep");
-        assert_eq!(values, [58.0, 120.0]);
-        assert_eq!(m.add(&m.zero(), &58.5), 58.5);
-    }
-
-    #[test]
-    #[should_panic(expected = "iter_custom")]
-    fn iter_instead_of_iter_custom_fails_loudly() {
-        Reported::new("ns").start();
     }
 }
