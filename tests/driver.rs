@@ -312,6 +312,32 @@ fn built_on_one_runtime_awaited_on_another() {
     futures::executor::block_on(timer.sleep(Duration::from_millis(20)));
 }
 
+/// The timer's origin comes from the clock of the runtime its driver runs on, not from
+/// the caller's: built from a test whose paused clock is an hour in, it must not count
+/// its own runtime's deadlines from an hour ahead (they would all be due at once).
+#[test]
+fn built_from_a_paused_runtime_an_hour_in_it_follows_its_own_runtimes_clock() {
+    let paused = |start| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(start)
+            .build()
+            .unwrap()
+    };
+    let (caller, own) = (paused(true), paused(true));
+    let timer = caller.block_on(async {
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        Timer::builder().tick(TICK).build_on(own.handle()).unwrap()
+    });
+    own.block_on(async {
+        let start = Instant::now();
+        timer.sleep(Duration::from_millis(200)).await;
+        let took = start.elapsed();
+        assert!(took >= Duration::from_millis(200), "early: {took:?}");
+        assert!(took < Duration::from_millis(200) + TICK, "late: {took:?}");
+    });
+}
+
 #[test]
 fn configuration_errors_are_clear() {
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -54,7 +54,14 @@ pub(crate) fn start(
             )
         })?
     };
-    let shared = Shared::new(config, Some(runtime.clone()));
+    // On the driver's runtime, so that the origin is read from the clock the driver
+    // follows: a caller on another runtime whose clock is paused and advanced (a test
+    // using the default timer first) would otherwise put the origin ahead of it, and
+    // every later deadline would be due early.
+    let shared = {
+        let _enter = runtime.enter();
+        Shared::new(config, Some(runtime.clone()))
+    };
     // The guard is made here and moved into the task, not made by the task's body:
     // a runtime dropped before it first polls the task still drops the guard.
     let guard = DriverGuard {
