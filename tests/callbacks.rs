@@ -290,6 +290,67 @@ async fn custom_executor_that_drops_or_panics_loses_nothing() {
     }
 }
 
+/// A detached callback whose executor hands it back, with every `Timer` handle gone:
+/// its expiry released the timer's keep-alive, so the turn that fired it may be the
+/// timer's last, and the callback must still run (once), not go down with the timer.
+#[tokio::test(start_paused = true)]
+async fn a_job_handed_back_after_every_handle_is_gone_still_runs_once() {
+    let dropping = || Executor::Custom(Arc::new(|job: Box<dyn FnOnce() + Send>| drop(job)));
+    let panicking = || {
+        Executor::Custom(Arc::new(|_job: Box<dyn FnOnce() + Send>| {
+            panic!("executor panics (expected in this test)")
+        }))
+    };
+    for (name, executor) in [
+        ("drops", dropping()),
+        ("panics", panicking()),
+        ("drops, no handle", dropping()),
+    ] {
+        let timer = timer_with(executor);
+        let runs = Arc::new(AtomicUsize::new(0));
+        let r = runs.clone();
+        let callback = move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        };
+        if name.ends_with("no handle") {
+            timer.schedule_detached(TICK * 5, callback).unwrap();
+        } else {
+            timer.schedule(TICK * 5, callback).unwrap().detach();
+        }
+        drop(timer);
+        tokio::time::sleep(TICK * 10).await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "{name}");
+    }
+}
+
+/// An executor that keeps the job and drops it later, unrun, just before the last
+/// `Timer` handle goes: the job is back with the timer, no turn will come to run it,
+/// and the timer's last reference runs it as it goes.
+#[tokio::test(start_paused = true)]
+async fn a_job_handed_back_as_the_last_handle_goes_runs_there() {
+    type Jobs = Arc<Mutex<Vec<Box<dyn FnOnce() + Send>>>>;
+    let jobs: Jobs = Default::default();
+    let keep = jobs.clone();
+    let timer = timer_with(Executor::Custom(Arc::new(move |job| {
+        keep.lock().unwrap().push(job)
+    })));
+    let ran = Arc::new(AtomicBool::new(false));
+    let r = ran.clone();
+    timer
+        .schedule_detached(TICK, move || r.store(true, Ordering::SeqCst))
+        .unwrap();
+    tokio::time::sleep(TICK * 3).await;
+    timer.catch_up().await;
+    let job = jobs.lock().unwrap().pop().expect("handed to the executor");
+    drop(job); // unrun: back to the timer, for its next turn
+    assert!(!ran.load(Ordering::SeqCst));
+    drop(timer); // no turn between: the timer's last reference
+    assert!(ran.load(Ordering::SeqCst), "the handed-back job was lost");
+}
+
 #[tokio::test(start_paused = true)]
 async fn capacity_refuses_then_frees_on_cancel_and_expiry() {
     let timer = Timer::builder().tick(TICK).max_pending(2).build().unwrap();

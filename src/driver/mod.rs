@@ -36,7 +36,7 @@ use std::task::Waker;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
-use crate::callback::Callback;
+use crate::callback::{run_caught, Callback};
 use crate::clock::{Clock, STEPS_PER_TICK};
 use crate::config::{Config, MAX_WHEEL_SIZE};
 use crate::stats::Lateness;
@@ -378,6 +378,16 @@ impl Drop for Shared {
         // the wheel are dropped with it, unrun: only possible once the driver was lost,
         // and counted then in `Stats::stranded_callbacks`.
         self.notify.notify_one();
+        // A job an executor handed back (`Shared::reject`) just before the last
+        // reference went, with no turn left to run it: this is the last place it can
+        // run. Once shut down, `shutdown` took them, or the driver was lost and they
+        // were counted as stranded.
+        if !self.is_shutdown() {
+            let rejected = std::mem::take(&mut *lock(&self.rejected));
+            for callback in rejected {
+                run_caught(callback);
+            }
+        }
     }
 }
 

@@ -252,7 +252,6 @@ impl Shared {
         // Counted out before they run: an expiry frees capacity at once, so a callback
         // may re-arm itself under `max_pending(1)`.
         self.callbacks_gone(fired_callbacks);
-        let rejected = std::mem::take(&mut *lock(&self.rejected));
         // `Stats::fired` is the sum of these: one count, so a snapshot never sees a
         // timer fired but not yet in the histogram.
         for (shared, &count) in self.counters.lateness.iter().zip(&lateness.counts) {
@@ -266,6 +265,10 @@ impl Shared {
                 Payload::Callback(callback) => self.dispatch(callback),
             }
         }
+        // Taken after dispatching, so that an executor that hands a job straight back
+        // has it run in this turn: a detached callback's keep-alive is gone by now, and
+        // this turn may be the timer's last.
+        let rejected = std::mem::take(&mut *lock(&self.rejected));
         for callback in rejected {
             self.run_inline(callback);
         }
