@@ -39,7 +39,9 @@ pub struct Stats {
     pub reset: u64,
     /// How late the driver fired timers, counted in log-scale buckets; see [`Lateness`].
     pub lateness: Lateness,
-    /// Callbacks that panicked; each was caught and the timer went on.
+    /// Callbacks that panicked, and wakers that panicked when the driver woke a
+    /// future's task (a waker runs its executor's code); each was caught and the
+    /// timer went on.
     pub callback_panics: u64,
     /// Expired callbacks an [`Executor::Custom`](crate::Executor::Custom) (or a
     /// runtime shutting down under `Spawn`/`Blocking`) dropped without running; each

@@ -121,3 +121,83 @@ async fn a_sleep_polled_from_two_tasks_in_turn_wakes_the_last() {
 }
 
 use std::future::Future as _;
+
+/// A waker that panics when woken, as a user's own `Waker` may.
+struct PanicsOnWake;
+
+impl std::task::Wake for PanicsOnWake {
+    fn wake(self: Arc<Self>) {
+        panic!("a waker that panics (expected in this test)");
+    }
+}
+
+/// A pending `Sleep` registered with a [`PanicsOnWake`] waker.
+fn sleep_with_a_panicking_waker(timer: &Timer, after: Duration) -> Sleep {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+    let mut sleep = timer.sleep(after);
+    let waker = Waker::from(Arc::new(PanicsOnWake));
+    let polled = std::pin::Pin::new(&mut sleep).poll(&mut Context::from_waker(&waker));
+    assert!(polled.is_pending());
+    sleep
+}
+
+/// The driver wakes the tasks of the futures that fired after taking them out of the
+/// wheel: a waker that panics there must not take the driver down with the timers
+/// fired in the same turn (nothing could wake those tasks again).
+#[tokio::test(start_paused = true)]
+async fn a_waker_that_panics_when_its_timer_fires_strands_nothing() {
+    let timer = timer();
+    let start = Instant::now();
+    let after = TICK * 5;
+    let t = timer.clone();
+    let other = tokio::spawn(async move {
+        t.sleep(after).await;
+        Instant::now()
+    });
+    tokio::task::yield_now().await;
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    timer
+        .schedule_detached(after, move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    let _panicking = sleep_with_a_panicking_waker(&timer, after);
+    let woke = tokio::time::timeout(after * 10, other)
+        .await
+        .expect("the other sleep of that turn never completed")
+        .unwrap();
+    assert!(
+        woke - start >= after && woke - start < after + TICK,
+        "{:?}",
+        woke - start
+    );
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        1,
+        "the callback of that turn ran"
+    );
+    assert_eq!(timer.stats().callback_panics, 1);
+    // The driver lives on: a later sleep is neither early nor lost.
+    let later = Instant::now();
+    timer.sleep(after).await;
+    assert!(later.elapsed() >= after && later.elapsed() < after + TICK);
+}
+
+/// `shutdown` wakes every pending future, on the caller's thread: one panicking waker
+/// must not leave the others asleep, nor unwind into the caller.
+#[tokio::test(start_paused = true)]
+async fn a_waker_that_panics_at_shutdown_strands_nothing() {
+    let timer = timer();
+    let t = timer.clone();
+    let other = tokio::spawn(async move { t.sleep(Duration::from_secs(3600)).await });
+    tokio::task::yield_now().await;
+    let _panicking = sleep_with_a_panicking_waker(&timer, Duration::from_secs(3600));
+    assert!(timer.shutdown().await.is_empty());
+    tokio::time::timeout(TICK, other)
+        .await
+        .expect("shutdown left a sleep pending")
+        .unwrap();
+    assert_eq!(timer.stats().callback_panics, 1);
+}

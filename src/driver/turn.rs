@@ -4,6 +4,7 @@
 //! shutdown, and the driver's loss with its runtime.
 
 use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -92,7 +93,22 @@ impl<'a> LatenessTally<'a> {
     }
 }
 
+/// Wakes `waker`, catching a panic (a waker runs its executor's code, or a user's):
+/// the loops that wake many must go on to the rest. Returns whether it returned.
+fn wake_caught(waker: Waker) -> bool {
+    catch_unwind(AssertUnwindSafe(move || waker.wake())).is_ok()
+}
+
 impl Shared {
+    /// Wakes every one of `wakers`, counting those that panicked.
+    fn wake_all(&self, wakers: impl IntoIterator<Item = Waker>) {
+        for waker in wakers {
+            if !wake_caught(waker) {
+                self.count_panic();
+            }
+        }
+    }
+
     #[cfg(loom)]
     pub(crate) fn parked_until(&self) -> u64 {
         self.parked_until.load(Ordering::SeqCst)
@@ -128,9 +144,7 @@ impl Shared {
         }
         let rejected = std::mem::take(&mut *lock(&self.rejected));
         self.notify.notify_one();
-        for waker in wakers {
-            waker.wake();
-        }
+        self.wake_all(wakers);
         self.callbacks_gone(unfired.len());
         // Expired, handed back by their executor, not yet run: they never ran either.
         unfired.extend(rejected);
@@ -165,9 +179,7 @@ impl Shared {
             self.kept_alive.store(false, Ordering::SeqCst);
             keep_alive.take()
         };
-        for waker in wakers {
-            waker.wake();
-        }
+        self.wake_all(wakers);
         // Dropped last, after the lock: it may be the last reference.
         drop(release);
     }
@@ -261,7 +273,11 @@ impl Shared {
         }
         for payload in expired.drain(..) {
             match payload {
-                Payload::Wake(waker) => waker.wake(),
+                Payload::Wake(waker) => {
+                    if !wake_caught(waker) {
+                        self.count_panic();
+                    }
+                }
                 Payload::Callback(callback) => self.dispatch(callback),
             }
         }
