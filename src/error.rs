@@ -30,6 +30,10 @@ pub enum Error {
     /// A [`Builder`](crate::Builder) setting is out of range, or there is no runtime to
     /// run the driver on; the text says which.
     InvalidConfig(String),
+    /// The timer's clock has passed the end of its range (2^44 quarter ticks after it
+    /// was built: 139 years at a 1 ms tick, 292 from 2.2 ms on), which only Tokio's
+    /// paused clock reaches; nothing can be scheduled on it any more.
+    OutOfRange,
 }
 
 impl fmt::Display for Error {
@@ -44,6 +48,10 @@ impl fmt::Display for Error {
                  cancel some, wait for some to fire, or raise the limit"
             ),
             Error::InvalidConfig(why) => write!(f, "invalid timer configuration: {why}"),
+            Error::OutOfRange => f.write_str(
+                "the timer's clock has passed the end of its range (2^44 quarter ticks, \
+                 139 years at a 1 ms tick): build a new Timer to schedule more",
+            ),
         }
     }
 }

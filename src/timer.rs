@@ -175,7 +175,8 @@ impl Timer {
     ///
     /// [`Error::AtCapacity`] if [`Builder::max_pending`] callbacks are pending;
     /// [`Error::Shutdown`] after [`Timer::shutdown`], or once the driver's runtime
-    /// has shut down.
+    /// has shut down; [`Error::OutOfRange`] once the paused clock has run past the
+    /// timer's range.
     ///
     /// # Examples
     ///

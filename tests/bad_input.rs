@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tokio_wheel::{Sleep, Timer};
+use tokio_wheel::{Error, Sleep, Timer};
 
 const TICK: Duration = Duration::from_millis(10);
 
@@ -200,4 +200,36 @@ async fn a_waker_that_panics_at_shutdown_strands_nothing() {
         .expect("shutdown left a sleep pending")
         .unwrap();
     assert_eq!(timer.stats().callback_panics, 1);
+}
+
+/// Past the end of the wheel's range (2^44 quarter ticks, 139 years at a 1 ms tick:
+/// only the paused clock gets there), `schedule` says so rather than blaming capacity,
+/// and a new sleep saturates as documented: its `deadline()` is the range's end,
+/// already past, and it completes at once, never before that deadline.
+#[tokio::test(start_paused = true)]
+async fn past_the_end_of_the_range_schedule_says_so_and_sleeps_saturate() {
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    tokio::time::advance(Duration::from_secs(86_400 * 365 * 140)).await;
+    timer.catch_up().await;
+    let hour = Duration::from_secs(3600);
+    assert_eq!(
+        timer.schedule(hour, || unreachable!()).unwrap_err(),
+        Error::OutOfRange
+    );
+    assert_eq!(
+        timer
+            .schedule_detached(hour, || unreachable!())
+            .unwrap_err(),
+        Error::OutOfRange
+    );
+    assert!(Error::OutOfRange.to_string().contains("build a new Timer"));
+    assert_eq!(timer.pending(), 0, "refused callbacks are not counted");
+    let sleep = timer.sleep(hour);
+    let deadline = sleep.deadline();
+    assert!(deadline <= Instant::now(), "saturated at the range's end");
+    sleep.await;
+    assert!(Instant::now() >= deadline);
 }

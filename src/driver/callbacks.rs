@@ -13,7 +13,7 @@ use std::sync::{Arc, Weak};
 use super::{lock, Registration, Shared, RETAIN};
 use crate::callback::{run_caught, Callback};
 use crate::sync::AtomicBool;
-use crate::wheel::{MAX_ENTRIES, MAX_STEP};
+use crate::wheel::{InsertError, MAX_ENTRIES, MAX_STEP};
 use crate::{Error, Executor};
 
 /// Where a callback is, as its [`Scheduled`](crate::Scheduled) handle sees it.
@@ -99,12 +99,16 @@ impl Shared {
                 self.notify_if_earlier(step);
                 Ok((Registration { shard: index, key }, step))
             }
-            Err((callback, _)) => {
+            Err((callback, why)) => {
                 drop(wheels);
                 drop(callback);
                 self.callback_gone();
-                Err(Error::AtCapacity {
-                    max: MAX_ENTRIES.min(self.max_pending),
+                Err(match why {
+                    // Even the wheel's last step is processed: the clock is past its range.
+                    InsertError::Elapsed => Error::OutOfRange,
+                    InsertError::Full => Error::AtCapacity {
+                        max: MAX_ENTRIES.min(self.max_pending),
+                    },
                 })
             }
         }
