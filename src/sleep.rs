@@ -64,8 +64,13 @@ pub struct Sleep {
 /// What a `Sleep` knows of its place in the wheel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
-    /// Not in the wheel: never polled, or reset after firing.
+    /// Not in the wheel: never polled.
     Idle,
+    /// Not in the wheel since a `reset` that could not move an entry (there was none,
+    /// it had fired, or the new deadline had passed). Polled, it registers as `Idle`
+    /// does; until then it counts as fired once the driver has passed its deadline,
+    /// as tokio's, whose `reset` always registers, does.
+    Reset,
     /// In the wheel at `reg`, due at the deadline's tick.
     Registered(Registration),
     /// Fired.
@@ -76,12 +81,14 @@ enum State {
 const IDLE: u64 = 0;
 const REGISTERED: u64 = 1;
 const ELAPSED: u64 = 2;
+const RESET: u64 = 3;
 const _: () = assert!(REGISTRATION_BITS + 2 <= 64);
 
 impl State {
     fn pack(self) -> u64 {
         match self {
             State::Idle => IDLE,
+            State::Reset => RESET,
             State::Registered(reg) => (reg.to_bits() << 2) | REGISTERED,
             State::Elapsed => ELAPSED,
         }
@@ -91,6 +98,7 @@ impl State {
         match bits & 3 {
             REGISTERED => State::Registered(Registration::from_bits(bits >> 2)),
             ELAPSED => State::Elapsed,
+            RESET => State::Reset,
             _ => State::Idle,
         }
     }
@@ -143,10 +151,13 @@ impl Sleep {
     /// Whether this `Sleep` has fired (so polling it returns `Ready`).
     ///
     /// A `Sleep` that was never polled has not registered, so reports `false` even
-    /// past its deadline, as tokio's does.
+    /// past its deadline, as tokio's does. One that was [`reset`](Sleep::reset)
+    /// reports `true` once the driver has passed its new deadline, polled or not, as
+    /// tokio's (whose `reset` registers) does.
     pub fn is_elapsed(&self) -> bool {
         match self.state() {
             State::Idle => false,
+            State::Reset => self.shared().has_passed(self.deadline),
             State::Elapsed => true,
             State::Registered(reg) => {
                 self.shared().has_fired(reg, self.deadline)
@@ -166,14 +177,14 @@ impl Sleep {
         self.deadline = self.shared().clock.offset_of(deadline);
         let to = self.step();
         let state = match self.state() {
-            State::Idle | State::Elapsed => State::Idle,
+            State::Idle | State::Reset | State::Elapsed => State::Reset,
             State::Registered(reg) => {
                 if self.shared().reschedule(reg, step, to) {
                     State::Registered(reg)
                 } else {
                     // Fired already, or the new deadline has passed: register afresh on
                     // the next poll (the waker, if any, was woken to bring that poll).
-                    State::Idle
+                    State::Reset
                 }
             }
         };
@@ -194,7 +205,7 @@ impl Future for Sleep {
         let shared = &*this.anchor.shared;
         let state = match this.state() {
             State::Elapsed => return Poll::Ready(()),
-            State::Idle => match shared.register(this.step(), cx.waker()) {
+            State::Idle | State::Reset => match shared.register(this.step(), cx.waker()) {
                 Registered::Pending(reg) => State::Registered(reg),
                 Registered::Due => State::Elapsed,
             },

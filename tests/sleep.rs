@@ -291,6 +291,57 @@ async fn is_elapsed_tells_the_truth() {
     assert!(sleep.is_elapsed(), "fired, even before being polled again");
 }
 
+/// After a `reset` that leaves it out of the wheel (never polled, reset to a passed
+/// deadline, or reset after firing), a `Sleep` that is not polled again reports what
+/// tokio's does (its `reset` registers): not elapsed before the new deadline, elapsed
+/// once the driver has passed it, and then polling it is `Ready`.
+#[tokio::test(start_paused = true)]
+async fn is_elapsed_after_a_reset_without_a_poll_is_tokios() {
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    let (_, waker) = counting_waker();
+    let start = Instant::now();
+    let second = Duration::from_secs(1);
+    let pair = |d| (timer.sleep(d), Box::pin(tokio::time::sleep(d)));
+    let (mut never_polled, mut never_polled_tokio) = pair(second);
+    let (mut into_past, mut into_past_tokio) = pair(second);
+    let (mut after_firing, mut after_firing_tokio) = pair(Duration::ZERO);
+    assert!(poll(&mut into_past, &waker).is_pending());
+    (&mut after_firing).await;
+    after_firing_tokio.as_mut().await;
+    let later = start + Duration::from_millis(5);
+    never_polled.reset(later);
+    never_polled_tokio.as_mut().reset(later);
+    into_past.reset(start);
+    into_past_tokio.as_mut().reset(start);
+    after_firing.reset(later);
+    after_firing_tokio.as_mut().reset(later);
+    let elapsed = |ours: &[&Sleep; 3]| ours.map(|s| s.is_elapsed());
+    tokio::time::sleep(Duration::from_millis(4)).await;
+    timer.catch_up().await;
+    let ours = elapsed(&[&never_polled, &into_past, &after_firing]);
+    assert_eq!(
+        ours,
+        [false, true, false],
+        "at 4 ms: never before the deadline"
+    );
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    timer.catch_up().await;
+    let ours = elapsed(&[&never_polled, &into_past, &after_firing]);
+    let tokio = [
+        never_polled_tokio.is_elapsed(),
+        into_past_tokio.is_elapsed(),
+        after_firing_tokio.is_elapsed(),
+    ];
+    assert_eq!(ours, tokio, "past every deadline");
+    assert_eq!(ours, [true; 3]);
+    for sleep in [&mut never_polled, &mut into_past, &mut after_firing] {
+        assert!(poll(sleep, &waker).is_ready());
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn wakes_its_task_exactly_at_the_tick() {
     use tokio_test::{assert_pending, assert_ready, task};

@@ -27,6 +27,16 @@ impl Shared {
         self.clock.is_processed(offset, elapsed)
     }
 
+    /// Whether every shard has processed the step of the deadline `offset`, so that
+    /// registering it now would find it due (lock-free): whether a future that is not
+    /// in the wheel would have fired by now.
+    pub(crate) fn has_passed(&self, offset: i64) -> bool {
+        self.shards.iter().all(|shard| {
+            self.clock
+                .is_processed(offset, shard.elapsed.load(Ordering::Acquire))
+        })
+    }
+
     /// Registers a future's waker at `step`.
     pub(crate) fn register(&self, step: u64, waker: &Waker) -> Registered {
         let (index, shard) = self.local();
