@@ -68,7 +68,7 @@ pub enum Executor {
     /// instead, as with [`Inline`](Executor::Inline), and is counted in
     /// [`Stats::executor_rejections`](crate::Stats::executor_rejections). If the timer
     /// is gone by then, it runs where it was dropped; if the timer's last reference goes
-    /// before the driver's next turn, it runs there.
+    /// before the driver's next turn, it runs in a task on the timer's runtime.
     // Spelled out rather than aliased: this exact type is the documented contract.
     #[allow(clippy::type_complexity)]
     Custom(Arc<dyn Fn(Box<dyn FnOnce() + Send>) + Send + Sync>),

@@ -327,28 +327,49 @@ async fn a_job_handed_back_after_every_handle_is_gone_still_runs_once() {
 }
 
 /// An executor that keeps the job and drops it later, unrun, just before the last
-/// `Timer` handle goes: the job is back with the timer, no turn will come to run it,
-/// and the timer's last reference runs it as it goes.
+/// `Timer` handle goes: the job is back with the timer and no turn will come to run
+/// it. It runs on the timer's runtime, where the driver would have run it, and not
+/// inside the drop that let the last handle go, which may hold a lock of the user's
+/// that the callback takes (it would deadlock there).
 #[tokio::test(start_paused = true)]
-async fn a_job_handed_back_as_the_last_handle_goes_runs_there() {
+async fn a_job_handed_back_as_the_last_handle_goes_runs_on_the_runtime() {
     type Jobs = Arc<Mutex<Vec<Box<dyn FnOnce() + Send>>>>;
     let jobs: Jobs = Default::default();
     let keep = jobs.clone();
     let timer = timer_with(Executor::Custom(Arc::new(move |job| {
         keep.lock().unwrap().push(job)
     })));
-    let ran = Arc::new(AtomicBool::new(false));
-    let r = ran.clone();
+    // The user's lock: held while the last handle is dropped, taken by the callback.
+    let users: Arc<Mutex<Option<Timer>>> = Default::default();
+    let (u, runs) = (users.clone(), Arc::new(AtomicUsize::new(0)));
+    let r = runs.clone();
     timer
-        .schedule_detached(TICK, move || r.store(true, Ordering::SeqCst))
+        .schedule_detached(TICK, move || {
+            // `lock()` here would deadlock inside the user's drop.
+            let free = u.try_lock().is_ok();
+            r.fetch_add(if free { 1 } else { 100 }, Ordering::SeqCst);
+        })
         .unwrap();
     tokio::time::sleep(TICK * 3).await;
     timer.catch_up().await;
     let job = jobs.lock().unwrap().pop().expect("handed to the executor");
+    *users.lock().unwrap() = Some(timer);
     drop(job); // unrun: back to the timer, for its next turn
-    assert!(!ran.load(Ordering::SeqCst));
-    drop(timer); // no turn between: the timer's last reference
-    assert!(ran.load(Ordering::SeqCst), "the handed-back job was lost");
+    {
+        let mut guard = users.lock().unwrap();
+        drop(guard.take()); // no turn between: the timer's last reference
+    }
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        0,
+        "ran inside the drop (100: under its lock)"
+    );
+    tokio::task::yield_now().await;
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "once, without the user's lock held"
+    );
 }
 
 #[tokio::test(start_paused = true)]

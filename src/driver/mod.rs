@@ -378,15 +378,31 @@ impl Drop for Shared {
         // the wheel are dropped with it, unrun: only possible once the driver was lost,
         // and counted then in `Stats::stranded_callbacks`.
         self.notify.notify_one();
-        // A job an executor handed back (`Shared::reject`) just before the last
-        // reference went, with no turn left to run it: this is the last place it can
-        // run. Once shut down, `shutdown` took them, or the driver was lost and they
-        // were counted as stranded.
+        // Jobs an executor handed back (`Shared::reject`) just before the last reference
+        // went, with no turn left to run them. They run on the driver's runtime, as
+        // the driver would have run them: not inside whatever drop (under whatever
+        // lock of the user's) let the last reference go. Once shut down, `shutdown`
+        // took them, or the driver was lost and they were counted as stranded.
         if !self.is_shutdown() {
-            let rejected = std::mem::take(&mut *lock(&self.rejected));
-            for callback in rejected {
-                run_caught(callback);
+            let rejected = RunOnDrop(std::mem::take(&mut *lock(&self.rejected)));
+            match &self.runtime {
+                Some(runtime) if !rejected.0.is_empty() => {
+                    drop(runtime.spawn(async move { drop(rejected) }));
+                }
+                _ => drop(rejected),
             }
+        }
+    }
+}
+
+/// Callbacks that run when this is dropped: in the task `Shared`'s drop spawns, or
+/// where a runtime that has shut down drops that task unrun. Never lost.
+struct RunOnDrop(Vec<Callback>);
+
+impl Drop for RunOnDrop {
+    fn drop(&mut self) {
+        for callback in self.0.drain(..) {
+            run_caught(callback);
         }
     }
 }
