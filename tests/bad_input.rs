@@ -233,3 +233,62 @@ async fn past_the_end_of_the_range_schedule_says_so_and_sleeps_saturate() {
     sleep.await;
     assert!(Instant::now() >= deadline);
 }
+
+/// Tasks in `catch_up` are woken at the end of every turn, all at once (tokio's
+/// `Notify::notify_waiters`, which leaves the rest of its batch unwoken if one waker
+/// panics): one with a panicking waker must neither end the driver (its sleeps would
+/// then all complete at once, early) nor strand another `catch_up` caller.
+#[tokio::test(start_paused = true)]
+async fn a_waker_that_panics_in_catch_up_ends_nothing_and_strands_no_one() {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+    let timer = timer();
+    let start = Instant::now();
+    let after = TICK * 50;
+    let t = timer.clone();
+    let other = tokio::spawn(async move {
+        t.sleep(after).await;
+        Instant::now()
+    });
+    tokio::task::yield_now().await;
+    let mut panicking = Box::pin(timer.catch_up());
+    let waker = Waker::from(Arc::new(PanicsOnWake));
+    let polled = panicking.as_mut().poll(&mut Context::from_waker(&waker));
+    assert!(polled.is_pending());
+    let mut second = tokio_test::task::spawn(timer.catch_up());
+    assert!(second.poll().is_pending());
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        second.is_woken(),
+        "the other catch_up caller was never woken"
+    );
+    let woke = other.await.unwrap() - start;
+    assert!(woke >= after && woke < after + TICK, "{woke:?}");
+    assert!(!timer.is_shutdown());
+}
+
+/// `shutdown()` awaited with a panicking waker: the driver's end wakes the tasks
+/// awaiting `shutdown`, then those in `catch_up`; the panic must not skip the latter.
+#[tokio::test(start_paused = true)]
+async fn a_waker_that_panics_awaiting_shutdown_leaves_no_catch_up_hanging() {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+    let timer = timer();
+    tokio::task::yield_now().await; // the driver has parked
+    let mut waiter = tokio_test::task::spawn(timer.catch_up());
+    assert!(waiter.poll().is_pending());
+    let mut shutdown = Box::pin(timer.shutdown());
+    let waker = Waker::from(Arc::new(PanicsOnWake));
+    let polled = shutdown.as_mut().poll(&mut Context::from_waker(&waker));
+    assert!(polled.is_pending());
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(timer.is_shutdown());
+    assert!(
+        waiter.is_woken(),
+        "a task waiting in catch_up was never woken"
+    );
+}

@@ -99,6 +99,38 @@ fn wake_caught(waker: Waker) -> bool {
     catch_unwind(AssertUnwindSafe(move || waker.wake())).is_ok()
 }
 
+/// A caller's waker, wrapped so that waking it cannot unwind into whoever wakes it: a
+/// `Notify` or `watch` (tokio's) wakes its waiters in batches, and one that panics
+/// leaves the rest of its batch unwoken.
+struct CaughtWaker(Waker);
+
+impl std::task::Wake for CaughtWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let _ = catch_unwind(AssertUnwindSafe(|| self.0.wake_by_ref()));
+    }
+}
+
+/// Awaits `future`, handing it the caller's waker wrapped in a [`CaughtWaker`].
+async fn with_caught_waker<F: std::future::Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    let mut wrapped: Option<(Waker, Waker)> = None;
+    std::future::poll_fn(|cx| {
+        if !matches!(&wrapped, Some((caller, _)) if caller.will_wake(cx.waker())) {
+            let caught = Waker::from(Arc::new(CaughtWaker(cx.waker().clone())));
+            wrapped = Some((cx.waker().clone(), caught));
+        }
+        let caught = &wrapped.as_ref().expect("set above").1;
+        future
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(caught))
+    })
+    .await
+}
+
 impl Shared {
     /// Wakes every one of `wakers`, counting those that panicked.
     fn wake_all(&self, wakers: impl IntoIterator<Item = Waker>) {
@@ -199,7 +231,7 @@ impl Shared {
                 return;
             }
             self.notify.notify_one();
-            turned.await;
+            with_caught_waker(turned).await;
         }
     }
 
@@ -207,7 +239,7 @@ impl Shared {
     pub(crate) async fn stopped(&self) {
         let mut stopped = self.stopped.subscribe();
         // An error means the sender is gone, i.e. so is the driver.
-        let _ = stopped.wait_for(|stopped| *stopped).await;
+        let _ = with_caught_waker(stopped.wait_for(|stopped| *stopped)).await;
     }
 
     /// One turn of the driver: processes every step the clock has passed (at most
