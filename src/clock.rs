@@ -144,6 +144,13 @@ impl Clock {
             .min(self.max_offset)
     }
 
+    /// The last step `step_now` can ever return: steps are counted from `u64`
+    /// nanoseconds, which saturate 584 years after the origin (before `MAX_STEP` from
+    /// a 4.2 ms tick on).
+    pub(crate) fn last_step(&self) -> u64 {
+        (u64::MAX / self.step_ns).min(MAX_STEP)
+    }
+
     /// The last step that has ended by `now`.
     pub(crate) fn step_now(&self, now: Instant) -> u64 {
         (nanos(now.saturating_duration_since(self.origin)) / self.step_ns).min(MAX_STEP)

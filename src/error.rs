@@ -30,9 +30,10 @@ pub enum Error {
     /// A [`Builder`](crate::Builder) setting is out of range, or there is no runtime to
     /// run the driver on; the text says which.
     InvalidConfig(String),
-    /// The timer's clock has passed the end of its range (2^44 quarter ticks after it
-    /// was built: 139 years at a 1 ms tick, 292 from 2.2 ms on), which only Tokio's
-    /// paused clock reaches; nothing can be scheduled on it any more.
+    /// The timer's clock has passed the last step its wheel counts (2^44 steps, or
+    /// 584 years of nanoseconds if sooner: 139 years after it was built at a 1 ms
+    /// tick, 584 at the default 10 ms), which only Tokio's paused clock reaches;
+    /// nothing can be scheduled on it any more.
     OutOfRange,
 }
 
@@ -49,8 +50,8 @@ impl fmt::Display for Error {
             ),
             Error::InvalidConfig(why) => write!(f, "invalid timer configuration: {why}"),
             Error::OutOfRange => f.write_str(
-                "the timer's clock has passed the end of its range (2^44 quarter ticks, \
-                 139 years at a 1 ms tick): build a new Timer to schedule more",
+                "the timer's clock has passed the end of its range (139 years or more \
+                 after it was built): build a new Timer to schedule more",
             ),
         }
     }

@@ -292,3 +292,22 @@ async fn a_waker_that_panics_awaiting_shutdown_leaves_no_catch_up_hanging() {
         "a task waiting in catch_up was never woken"
     );
 }
+
+/// From a tick of about 4.2 ms on, the clock's steps (counted from `u64` nanoseconds)
+/// end 584 years after the origin, before the wheel's last step: past that, a callback
+/// would go to a step the clock never reaches, never run, and the driver would turn
+/// without rest waiting for it (which also stops the paused clock's auto-advance).
+#[tokio::test(start_paused = true)]
+async fn past_584_years_at_a_10_ms_tick_schedule_says_so_and_the_driver_rests() {
+    let timer = timer();
+    tokio::time::advance(Duration::from_secs(86_400 * 365 * 600)).await;
+    timer.catch_up().await;
+    let refused = timer.schedule_detached(Duration::from_secs(1), || unreachable!());
+    assert_eq!(refused, Err(Error::OutOfRange));
+    let before = timer.stats().driver_wakeups;
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(timer.stats().driver_wakeups - before, 0, "the driver spins");
+    assert_eq!(timer.pending(), 0);
+}

@@ -93,7 +93,15 @@ impl Shared {
         }
         // Due already: run at the next step rather than on the caller's stack.
         let step = step.max(wheels.callbacks.first_open_step()).min(MAX_STEP);
-        match wheels.callbacks.insert(step, callback) {
+        // A step the clock can never reach (past 584 years of nanoseconds, before the
+        // wheel's last step from a 4.2 ms tick on) would never run, and the driver would
+        // spin waiting for it: past the range, as the wheel's own `Elapsed` says below.
+        let insert = if step > self.clock.last_step() {
+            Err((callback, InsertError::Elapsed))
+        } else {
+            wheels.callbacks.insert(step, callback)
+        };
+        match insert {
             Ok(key) => {
                 drop(wheels);
                 self.notify_if_earlier(step);
