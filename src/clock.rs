@@ -151,6 +151,13 @@ impl Clock {
         (u64::MAX / self.step_ns).min(MAX_STEP)
     }
 
+    /// Whether the clock, read at `now`, has passed the end of the step of the
+    /// deadline `offset` (so the deadline has passed): what the driver would find
+    /// once it has turned at `now`.
+    pub(crate) fn has_passed(&self, offset: i64, now: Instant) -> bool {
+        self.is_processed(offset, self.step_now(now))
+    }
+
     /// The last step that has ended by `now`.
     pub(crate) fn step_now(&self, now: Instant) -> u64 {
         (nanos(now.saturating_duration_since(self.origin)) / self.step_ns).min(MAX_STEP)

@@ -68,8 +68,9 @@ enum State {
     Idle,
     /// Not in the wheel since a `reset` that could not move an entry (there was none,
     /// it had fired, or the new deadline had passed). Polled, it registers as `Idle`
-    /// does; until then it counts as fired once the driver has passed its deadline,
-    /// as tokio's, whose `reset` always registers, does.
+    /// does, unless the clock has passed its deadline's step (then it is `Ready` at
+    /// once); until then it counts as fired once the driver or the clock has passed
+    /// its deadline, as tokio's, whose `reset` always registers, does.
     Reset,
     /// In the wheel at `reg`, due at the deadline's tick.
     Registered(Registration),
@@ -152,12 +153,20 @@ impl Sleep {
     ///
     /// A `Sleep` that was never polled has not registered, so reports `false` even
     /// past its deadline, as tokio's does. One that was [`reset`](Sleep::reset)
-    /// reports `true` once the driver has passed its new deadline, polled or not, as
-    /// tokio's (whose `reset` registers) does.
+    /// reports `true` once its new deadline has passed (at the end of its step),
+    /// polled or not, as tokio's (whose `reset` registers) does.
     pub fn is_elapsed(&self) -> bool {
         match self.state() {
             State::Idle => false,
-            State::Reset => self.shared().has_passed(self.deadline),
+            // The driver may not turn again (nothing else pending), so ask the clock
+            // too; `poll` asks it the same way, so `true` still means `Ready`.
+            State::Reset => {
+                self.shared().has_passed(self.deadline)
+                    || self
+                        .shared()
+                        .clock
+                        .has_passed(self.deadline, self.shared().now())
+            }
             State::Elapsed => true,
             State::Registered(reg) => {
                 self.shared().has_fired(reg, self.deadline)
@@ -205,6 +214,7 @@ impl Future for Sleep {
         let shared = &*this.anchor.shared;
         let state = match this.state() {
             State::Elapsed => return Poll::Ready(()),
+            State::Reset if shared.clock.has_passed(this.deadline, shared.now()) => State::Elapsed,
             State::Idle | State::Reset => match shared.register(this.step(), cx.waker()) {
                 Registered::Pending(reg) => State::Registered(reg),
                 Registered::Due => State::Elapsed,

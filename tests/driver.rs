@@ -1,6 +1,7 @@
 //! The driver: idle parking, catch-up, exact `pending()`, lifetime, runtimes, and
 //! configuration errors.
 
+use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -335,6 +336,36 @@ fn built_from_a_paused_runtime_an_hour_in_it_follows_its_own_runtimes_clock() {
         let took = start.elapsed();
         assert!(took >= Duration::from_millis(200), "early: {took:?}");
         assert!(took < Duration::from_millis(200) + TICK, "late: {took:?}");
+    });
+}
+
+/// A `Sleep` that `reset` left out of the wheel answers "has it passed?" by the clock
+/// the timer's driver follows, not the caller's: here the driver's runtime follows the
+/// real clock and the caller is a paused test an hour ahead of it, so by the driver's
+/// clock the reset deadline is an hour away (it completed at once when the caller's
+/// clock was asked).
+#[test]
+fn a_reset_sleep_asks_the_drivers_clock_not_the_callers() {
+    let real = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let timer = Timer::builder().tick(TICK).build_on(real.handle()).unwrap();
+    let paused = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    paused.block_on(async {
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        let mut sleep = timer.sleep(Duration::from_secs(10));
+        sleep.reset(Instant::now() + Duration::from_secs(1));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(!sleep.is_elapsed(), "by the caller's clock");
+        let polled = std::pin::Pin::new(&mut sleep)
+            .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+        assert!(polled.is_pending(), "Ready by the caller's clock");
     });
 }
 

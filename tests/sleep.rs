@@ -342,6 +342,28 @@ async fn is_elapsed_after_a_reset_without_a_poll_is_tokios() {
     }
 }
 
+/// The same with nothing else pending: the driver stays parked (a `Sleep` out of the
+/// wheel gives it nothing to wake for), so `is_elapsed` reads the clock as well.
+#[tokio::test(start_paused = true)]
+async fn is_elapsed_after_a_reset_reads_the_clock_while_the_driver_is_parked() {
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    let (_, waker) = counting_waker();
+    let deadline = Instant::now() + Duration::from_millis(5);
+    let mut ours = timer.sleep(Duration::from_secs(1));
+    let mut tokios = Box::pin(tokio::time::sleep(Duration::from_secs(1)));
+    ours.reset(deadline);
+    tokios.as_mut().reset(deadline);
+    tokio::time::advance(Duration::from_millis(4)).await;
+    assert!(!ours.is_elapsed(), "never before the deadline");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(tokios.is_elapsed());
+    assert!(ours.is_elapsed(), "45 ms past its deadline, unpolled");
+    assert!(poll(&mut ours, &waker).is_ready());
+}
+
 #[tokio::test(start_paused = true)]
 async fn wakes_its_task_exactly_at_the_tick() {
     use tokio_test::{assert_pending, assert_ready, task};
@@ -379,7 +401,8 @@ async fn a_stale_sleep_never_touches_the_timer_that_reused_its_key() {
     let mut victim = timer.sleep(Duration::from_secs(5));
     assert!(poll(&mut victim, &victim_waker).is_pending());
 
-    stale.reset(start + Duration::from_millis(20));
+    // Still ahead when polled below (a passed deadline would be Ready at once).
+    stale.reset(start + Duration::from_millis(200));
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
         woken.0.load(Ordering::SeqCst),

@@ -8,6 +8,8 @@
 use std::sync::atomic::Ordering;
 use std::task::Waker;
 
+use tokio::time::Instant;
+
 use super::{lock, Registration, Shared, RETAIN};
 use crate::wheel::InsertError;
 
@@ -25,6 +27,19 @@ impl Shared {
     pub(crate) fn has_fired(&self, reg: Registration, offset: i64) -> bool {
         let elapsed = self.shard(reg).elapsed.load(Ordering::Acquire);
         self.clock.is_processed(offset, elapsed)
+    }
+
+    /// Now, by the clock the driver follows (its runtime's, which may be paused when
+    /// the caller's is not, or the other way round): what the driver will find when
+    /// it next turns, whoever asks.
+    pub(crate) fn now(&self) -> Instant {
+        match &self.runtime {
+            Some(runtime) => {
+                let _enter = runtime.enter();
+                Instant::now()
+            }
+            None => Instant::now(),
+        }
     }
 
     /// Whether every shard has processed the step of the deadline `offset`, so that
