@@ -44,9 +44,10 @@ pub(crate) struct Clock {
     steps_per_tick: u64,
     /// A step, in nanoseconds; at least 1.
     step_ns: u64,
-    /// The farthest offset kept: the end of step [`MAX_STEP`], or `i64::MAX`
-    /// nanoseconds if that comes first. A later deadline saturates here, so that the
-    /// deadline a timer reports is one its step can reach, and never lies after it.
+    /// The farthest offset kept: the end of step [`MAX_STEP`], or of the last step
+    /// that ends within `i64::MAX` nanoseconds if that comes first. A later deadline
+    /// saturates here, so that the deadline a timer reports is one its step can
+    /// reach, and never lies after it.
     max_offset: i64,
 }
 
@@ -54,7 +55,11 @@ impl Clock {
     pub(crate) fn new(origin: Instant, tick: Duration, steps_per_tick: usize) -> Self {
         let steps_per_tick = u64::try_from(steps_per_tick.max(1)).unwrap_or(1);
         let step_ns = (nanos(tick) / steps_per_tick).max(1);
-        let max_offset = i64::try_from(MAX_STEP.saturating_mul(step_ns)).unwrap_or(i64::MAX);
+        // The end of a step, so that a deadline saturated here is never before the
+        // start of the step the clock is in when it is refused no more.
+        // (At least one step: a step longer than i64's 292 years ends past i64::MAX.)
+        let steps = MAX_STEP.min((i64::MAX as u64 / step_ns).max(1));
+        let max_offset = i64::try_from(steps.saturating_mul(step_ns)).unwrap_or(i64::MAX);
         Clock {
             origin,
             tick,
@@ -144,11 +149,15 @@ impl Clock {
             .min(self.max_offset)
     }
 
-    /// The last step `step_now` can ever return: steps are counted from `u64`
-    /// nanoseconds, which saturate 584 years after the origin (before `MAX_STEP` from
-    /// a 4.2 ms tick on).
+    /// The last step a deadline can name, and that `step_now` can reach: deadlines
+    /// saturate at `max_offset` (the wheel's last step, or i64 nanoseconds, 292 years,
+    /// from a 2.1 ms step on), and steps are counted from `u64` nanoseconds, which
+    /// saturate 584 years after the origin. Past it, a new deadline would saturate to
+    /// a step already processed and fire at once, however far it was asked for.
     pub(crate) fn last_step(&self) -> u64 {
-        (u64::MAX / self.step_ns).min(MAX_STEP)
+        (u64::MAX / self.step_ns)
+            .min(MAX_STEP)
+            .min(self.step_at_offset(self.max_offset))
     }
 
     /// Whether the clock, read at `now`, has passed the end of the step of the
@@ -261,8 +270,13 @@ mod tests {
         }
         // Past 292 years the offset saturates; the tick stays in range.
         let far = origin + Duration::from_secs(86_400 * 365 * 400);
-        assert_eq!(clock.offset_of(far), i64::MAX);
+        assert_eq!(clock.offset_of(far), i64::MAX / 10_000_000 * 10_000_000);
         assert!(clock.step_at_offset(i64::MAX) <= MAX_STEP);
+        // A step longer than i64 nanoseconds: one step, deadlines saturate at i64::MAX.
+        let huge = Clock::new(origin, Duration::from_secs(86_400 * 365 * 500), 1);
+        assert_eq!(huge.offset_of(far), i64::MAX);
+        assert_eq!(huge.step_at_offset(i64::MAX), 1);
+        assert_eq!(huge.last_step(), 1);
         let tiny = Clock::new(origin, Duration::from_nanos(1), 1);
         assert_eq!(tiny.step_at_offset(i64::MAX), MAX_STEP);
         assert!(tiny.is_processed(i64::MAX, MAX_STEP));

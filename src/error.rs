@@ -30,9 +30,9 @@ pub enum Error {
     /// A [`Builder`](crate::Builder) setting is out of range, or there is no runtime to
     /// run the driver on; the text says which.
     InvalidConfig(String),
-    /// The timer's clock has passed the last step its wheel counts (2^44 steps, or
-    /// 584 years of nanoseconds if sooner: 139 years after it was built at a 1 ms
-    /// tick, 584 at the default 10 ms), which only Tokio's paused clock reaches;
+    /// The timer's clock has passed the last step a deadline can name (2^44 steps,
+    /// or 292 years of i64 nanoseconds if sooner: 139 years after it was built at a
+    /// 1 ms tick, 292 at the default 10 ms), which only Tokio's paused clock reaches;
     /// nothing can be scheduled on it any more.
     OutOfRange,
 }

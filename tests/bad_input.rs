@@ -311,3 +311,143 @@ async fn past_584_years_at_a_10_ms_tick_schedule_says_so_and_the_driver_rests() 
     assert_eq!(timer.stats().driver_wakeups - before, 0, "the driver spins");
     assert_eq!(timer.pending(), 0);
 }
+
+/// From a tick of about 2.1 ms on, deadlines saturate at i64 nanoseconds (292 years)
+/// before the wheel's last step: past that, a callback asked for an hour ahead would
+/// saturate to a step already processed and run at once, an hour early. It is refused
+/// as past the range, as at a 1 ms tick past 139 years.
+#[tokio::test(start_paused = true)]
+async fn past_the_last_deadline_a_tick_can_name_schedule_says_out_of_range() {
+    for (tick_ms, years) in [(1, 140), (10, 300)] {
+        let timer = Timer::builder()
+            .tick(Duration::from_millis(tick_ms))
+            .build()
+            .unwrap();
+        tokio::time::advance(Duration::from_secs(86_400 * 365 * years)).await;
+        timer.catch_up().await;
+        let refused = timer.schedule_detached(Duration::from_secs(3600), || unreachable!());
+        assert_eq!(
+            refused,
+            Err(Error::OutOfRange),
+            "{tick_ms} ms, {years} years"
+        );
+    }
+}
+
+/// The same right after the paused clock's jump, before the driver has turned (an
+/// idle driver is not woken by `advance`): the wheel has not processed the last step
+/// yet, but the clock has passed it, and a callback saturated there would run at once.
+#[tokio::test(start_paused = true)]
+async fn past_the_last_deadline_schedule_is_refused_before_the_driver_turns() {
+    for (tick_ms, years) in [(1, 140), (10, 300)] {
+        let timer = Timer::builder()
+            .tick(Duration::from_millis(tick_ms))
+            .build()
+            .unwrap();
+        timer.catch_up().await; // the driver turns once, then parks: nothing pending
+        tokio::time::advance(Duration::from_secs(86_400 * 365 * years)).await;
+        let refused = timer.schedule_detached(Duration::from_secs(3600), || unreachable!());
+        assert_eq!(
+            refused,
+            Err(Error::OutOfRange),
+            "{tick_ms} ms, {years} years"
+        );
+    }
+}
+
+/// The ends of a timer's range on a grid of ticks and wheel sizes (which set the step:
+/// a quarter tick, a whole one for 2^20 ticks): the paused clock just before and after
+/// the last step a deadline can name, the last the wheel counts, and i64's and u64's
+/// last nanosecond. Each time a callback asked for a second ahead is refused as past
+/// the range or runs never before its `deadline()`, which is not already past; a sleep
+/// completes never before its own; the driver rests.
+#[test]
+fn the_ends_of_the_range_on_a_grid_of_ticks_and_wheel_sizes() {
+    const MAX_STEP: u64 = (1 << 44) - 1; // the wheel's, for choosing where to look
+    let mut failures = Vec::new();
+    for tick_ms in [1u64, 4, 5, 10, 1000] {
+        for wheel in [1usize, 1024, 1 << 20] {
+            let steps_per_tick = 4u64.min((1 << 20) / wheel as u64);
+            let step_ns = tick_ms * 1_000_000 / steps_per_tick;
+            let deadlines_end = (u128::from(MAX_STEP) * u128::from(step_ns)).min(i64::MAX as u128);
+            let clock_end = (u64::MAX / step_ns).min(MAX_STEP) * step_ns;
+            let mut points = Vec::new();
+            for end in [deadlines_end as i128, clock_end as i128, i64::MAX as i128] {
+                for delta in [-3 * i128::from(step_ns), -1, 0, 1, 3 * i128::from(step_ns)] {
+                    let at = end + delta;
+                    if at > 0 && at < i128::from(u64::MAX) {
+                        points.push(at as u64);
+                    }
+                }
+            }
+            points.sort_unstable();
+            points.dedup();
+            for at in points {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .start_paused(true)
+                    .build()
+                    .unwrap();
+                let wrong = rt.block_on(at_the_end_of_the_range(tick_ms, wheel, at));
+                if !wrong.is_empty() {
+                    failures.push(format!(
+                        "{tick_ms} ms, wheel {wheel}, at {at} ns: {wrong:?}"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// One point of the grid above: what went wrong there.
+async fn at_the_end_of_the_range(tick_ms: u64, wheel: usize, at: u64) -> Vec<String> {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(tick_ms))
+        .wheel_size(wheel)
+        .build()
+        .unwrap();
+    tokio::time::advance(Duration::from_nanos(at)).await;
+    timer.catch_up().await;
+    let now = Instant::now();
+    let ran: Arc<Mutex<Option<Instant>>> = Default::default();
+    let r = ran.clone();
+    let second = Duration::from_secs(1);
+    let scheduled = timer.schedule(second, move || *r.lock().unwrap() = Some(Instant::now()));
+    let reported = scheduled.as_ref().ok().map(|handle| handle.deadline());
+    let scheduled = scheduled.map(|handle| handle.detach());
+    let mut sleep = timer.sleep(second);
+    let sleep_deadline = sleep.deadline();
+    let mut slept_at = None;
+    let wakeups = timer.stats().driver_wakeups;
+    for _ in 0..40 {
+        let polled = std::pin::Pin::new(&mut sleep).poll(&mut Context::from_waker(Waker::noop()));
+        if slept_at.is_none() && polled.is_ready() {
+            slept_at = Some(Instant::now());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    timer.catch_up().await;
+    let mut wrong = Vec::new();
+    match (scheduled, reported, *ran.lock().unwrap()) {
+        (Ok(()), _, None) => wrong.push("a callback accepted, never run".to_string()),
+        (Ok(()), Some(deadline), Some(_)) if deadline < now => {
+            wrong.push("accepted with its deadline already past: run early".into())
+        }
+        (Ok(()), Some(deadline), Some(t)) if t < deadline => wrong.push("run early".into()),
+        (Err(Error::OutOfRange), _, None) | (Ok(()), _, Some(_)) => {}
+        (other, _, ran) => wrong.push(format!("{other:?}, ran: {}", ran.is_some())),
+    }
+    match slept_at {
+        None => wrong.push("the sleep never completed".into()),
+        Some(t) if t < sleep_deadline => wrong.push("the sleep completed early".into()),
+        Some(_) => {}
+    }
+    let turns = timer.stats().driver_wakeups - wakeups;
+    if turns > 200 {
+        wrong.push(format!("the driver spun: {turns} turns in 4 s"));
+    }
+    wrong
+}

@@ -93,10 +93,17 @@ impl Shared {
         }
         // Due already: run at the next step rather than on the caller's stack.
         let step = step.max(wheels.callbacks.first_open_step()).min(MAX_STEP);
-        // A step the clock can never reach (past 584 years of nanoseconds, before the
-        // wheel's last step from a 4.2 ms tick on) would never run, and the driver would
-        // spin waiting for it: past the range, as the wheel's own `Elapsed` says below.
-        let insert = if step > self.clock.last_step() {
+        // Past the last step a deadline can name, a callback would have saturated to a
+        // step already processed and run at once (however far it was asked for), or,
+        // past 584 years of nanoseconds, to a step the clock never reaches, never run,
+        // and the driver would spin: past the range, as the wheel's `Elapsed` says.
+        // At the last step itself (where far deadlines saturate), ask the clock too,
+        // not only the steps the driver has processed: an idle driver is not woken by
+        // the paused clock's jump, and until its next turn the wheel would take a
+        // saturated step the clock has passed, and run it at once, however far ahead
+        // it was asked for. (Only there: a read of the driver's clock per schedule.)
+        let last = self.clock.last_step();
+        let insert = if step > last || (step == last && self.clock.step_now(self.now()) >= last) {
             Err((callback, InsertError::Elapsed))
         } else {
             wheels.callbacks.insert(step, callback)
