@@ -3,6 +3,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -57,8 +58,9 @@ pub struct Sleep {
     /// half an `Instant`, and the tick is a division away.
     deadline: i64,
     /// [`State`], packed: a `Sleep` is 24 bytes, which is most of what a pending one
-    /// costs (its wheel entry is 32).
-    state: u64,
+    /// costs (its wheel entry is 32). Atomic only so that `is_elapsed` (`&self`) can
+    /// record a `Reset` sleep it found elapsed (relaxed: a plain load and store).
+    state: AtomicU64,
 }
 
 /// What a `Sleep` knows of its place in the wheel.
@@ -68,9 +70,9 @@ enum State {
     Idle,
     /// Not in the wheel since a `reset` that could not move an entry (there was none,
     /// it had fired, or the new deadline had passed). Polled, it registers as `Idle`
-    /// does, unless the clock has passed its deadline's step (then it is `Ready` at
-    /// once); until then it counts as fired once the driver or the clock has passed
-    /// its deadline, as tokio's, whose `reset` always registers, does.
+    /// does (no clock read on the poll path); until then `is_elapsed` counts it as
+    /// fired once the driver or the clock has passed its deadline, as tokio's, whose
+    /// `reset` always registers, does, and records that as `Elapsed`.
     Reset,
     /// In the wheel at `reg`, due at the deadline's tick.
     Registered(Registration),
@@ -121,16 +123,16 @@ impl Sleep {
         Sleep {
             anchor,
             deadline,
-            state: State::Idle.pack(),
+            state: AtomicU64::new(State::Idle.pack()),
         }
     }
 
     fn state(&self) -> State {
-        State::unpack(self.state)
+        State::unpack(self.state.load(Ordering::Relaxed))
     }
 
     fn set_state(&mut self, state: State) {
-        self.state = state.pack();
+        *self.state.get_mut() = state.pack();
     }
 
     /// The step of the wheel this `Sleep` fires at, which names its entry there.
@@ -159,13 +161,18 @@ impl Sleep {
         match self.state() {
             State::Idle => false,
             // The driver may not turn again (nothing else pending), so ask the clock
-            // too; `poll` asks it the same way, so `true` still means `Ready`.
+            // too; `true` is recorded, so that the next `poll` is `Ready` without
+            // reading the clock (which `poll` then never needs to do).
             State::Reset => {
-                self.shared().has_passed(self.deadline)
+                let passed = self.shared().has_passed(self.deadline)
                     || self
                         .shared()
                         .clock
-                        .has_passed(self.deadline, self.shared().now())
+                        .has_passed(self.deadline, self.shared().now());
+                if passed {
+                    self.state.store(State::Elapsed.pack(), Ordering::Relaxed);
+                }
+                passed
             }
             State::Elapsed => true,
             State::Registered(reg) => {
@@ -214,7 +221,6 @@ impl Future for Sleep {
         let shared = &*this.anchor.shared;
         let state = match this.state() {
             State::Elapsed => return Poll::Ready(()),
-            State::Reset if shared.clock.has_passed(this.deadline, shared.now()) => State::Elapsed,
             State::Idle | State::Reset => match shared.register(this.step(), cx.waker()) {
                 Registered::Pending(reg) => State::Registered(reg),
                 Registered::Due => State::Elapsed,

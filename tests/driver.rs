@@ -510,3 +510,66 @@ fn catch_up_waits_one_turn_of_a_driver_on_another_runtime() {
         );
     });
 }
+
+/// What a thread-local's destructor saw of a reset `Sleep`: `is_elapsed`, then a poll.
+static SEEN_IN_TLS_TEARDOWN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Uses the `Sleep` it holds when the thread's locals are torn down.
+struct UsesASleepWhenDropped(Option<Sleep>);
+
+impl Drop for UsesASleepWhenDropped {
+    fn drop(&mut self) {
+        use std::panic::{catch_unwind, AssertUnwindSafe};
+        let Some(mut sleep) = self.0.take() else {
+            return;
+        };
+        let elapsed = catch_unwind(AssertUnwindSafe(|| sleep.is_elapsed()));
+        let polled = catch_unwind(AssertUnwindSafe(|| {
+            let waker = std::task::Waker::noop();
+            std::pin::Pin::new(&mut sleep)
+                .poll(&mut std::task::Context::from_waker(waker))
+                .is_ready()
+        }));
+        let mut seen = SEEN_IN_TLS_TEARDOWN.lock().unwrap();
+        seen.push(format!(
+            "is_elapsed: {}",
+            if elapsed.is_ok() { "ok" } else { "panicked" }
+        ));
+        seen.push(format!(
+            "poll: {}",
+            if polled.is_ok() { "ok" } else { "panicked" }
+        ));
+    }
+}
+
+thread_local! {
+    static HOLDER: std::cell::RefCell<UsesASleepWhenDropped> =
+        const { std::cell::RefCell::new(UsesASleepWhenDropped(None)) };
+}
+
+/// A reset `Sleep` asks the driver's clock by entering its runtime, which Tokio
+/// refuses (with a panic) once the thread's Tokio context is torn down; a `Sleep`
+/// used from a thread-local's destructor after that must still answer (it falls back
+/// to the real clock), as Tokio's own `Sleep` does.
+#[test]
+fn a_reset_sleep_used_in_a_thread_local_destructor_does_not_panic() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_time()
+        .build()
+        .unwrap();
+    let timer = runtime.block_on(async { Timer::new() });
+    let handle = runtime.handle().clone();
+    std::thread::spawn(move || {
+        // Ours first: locals are torn down in reverse, so ours after Tokio's context.
+        HOLDER.with(|_| {});
+        let _enter = handle.enter();
+        let mut sleep = timer.sleep(Duration::from_secs(1));
+        sleep.reset(Instant::now() + Duration::from_secs(5));
+        HOLDER.with(|holder| holder.borrow_mut().0 = Some(sleep));
+    })
+    .join()
+    .unwrap();
+    let seen = SEEN_IN_TLS_TEARDOWN.lock().unwrap().clone();
+    assert_eq!(seen, ["is_elapsed: ok", "poll: ok"]);
+}

@@ -34,6 +34,15 @@ impl Shared {
     /// it next turns, whoever asks.
     pub(crate) fn now(&self) -> Instant {
         match &self.runtime {
+            // `enter` panics once this thread's Tokio context is destroyed (in a
+            // thread-local's destructor); so would Tokio's `Instant::now` with a paused
+            // clock. The real clock then.
+            Some(_)
+                if tokio::runtime::Handle::try_current()
+                    .is_err_and(|e| e.is_thread_local_destroyed()) =>
+            {
+                Instant::from_std(std::time::Instant::now())
+            }
             Some(runtime) => {
                 let _enter = runtime.enter();
                 Instant::now()
