@@ -93,12 +93,6 @@ impl<'a> LatenessTally<'a> {
     }
 }
 
-/// Wakes `waker`, catching a panic (a waker runs its executor's code, or a user's):
-/// the loops that wake many must go on to the rest. Returns whether it returned.
-fn wake_caught(waker: Waker) -> bool {
-    catch_unwind(AssertUnwindSafe(move || waker.wake())).is_ok()
-}
-
 /// A caller's waker, wrapped so that waking it cannot unwind into whoever wakes it: a
 /// `Notify` or `watch` (tokio's) wakes its waiters in batches, and one that panics
 /// leaves the rest of its batch unwoken.
@@ -132,12 +126,11 @@ async fn with_caught_waker<F: std::future::Future>(future: F) -> F::Output {
 }
 
 impl Shared {
-    /// Wakes every one of `wakers`, counting those that panicked.
-    fn wake_all(&self, wakers: impl IntoIterator<Item = Waker>) {
-        for waker in wakers {
-            if !wake_caught(waker) {
-                self.count_panic();
-            }
+    /// Wakes `waker`, catching and counting a panic (a waker runs its executor's code,
+    /// or a user's): the loops that wake many must go on to the rest.
+    fn wake_caught(&self, waker: Waker) {
+        if catch_unwind(AssertUnwindSafe(move || waker.wake())).is_err() {
+            self.count_panic();
         }
     }
 
@@ -176,7 +169,9 @@ impl Shared {
         }
         let rejected = std::mem::take(&mut *lock(&self.rejected));
         self.notify.notify_one();
-        self.wake_all(wakers);
+        for waker in wakers {
+            self.wake_caught(waker);
+        }
         self.callbacks_gone(unfired.len());
         // Expired, handed back by their executor, not yet run: they never ran either.
         unfired.extend(rejected);
@@ -211,7 +206,9 @@ impl Shared {
             self.kept_alive.store(false, Ordering::SeqCst);
             keep_alive.take()
         };
-        self.wake_all(wakers);
+        for waker in wakers {
+            self.wake_caught(waker);
+        }
         // Dropped last, after the lock: it may be the last reference.
         drop(release);
     }
@@ -305,11 +302,7 @@ impl Shared {
         }
         for payload in expired.drain(..) {
             match payload {
-                Payload::Wake(waker) => {
-                    if !wake_caught(waker) {
-                        self.count_panic();
-                    }
-                }
+                Payload::Wake(waker) => self.wake_caught(waker),
                 Payload::Callback(callback) => self.dispatch(callback),
             }
         }
