@@ -160,15 +160,11 @@ impl Sleep {
     pub fn is_elapsed(&self) -> bool {
         match self.state() {
             State::Idle => false,
-            // The driver may not turn again (nothing else pending), so ask the clock
-            // too; `true` is recorded, so that the next `poll` is `Ready` without
-            // reading the clock (which `poll` then never needs to do).
+            // `has_passed` asks the driver's clock too (the driver may not turn again);
+            // `true` is recorded, so that the next `poll` is `Ready` without reading
+            // the clock (which `poll` then never needs to do).
             State::Reset => {
-                let passed = self.shared().has_passed(self.deadline)
-                    || self
-                        .shared()
-                        .clock
-                        .has_passed(self.deadline, self.shared().now());
+                let passed = self.shared().has_passed(self.deadline);
                 if passed {
                     self.state.store(State::Elapsed.pack(), Ordering::Relaxed);
                 }

@@ -511,18 +511,17 @@ fn catch_up_waits_one_turn_of_a_driver_on_another_runtime() {
     });
 }
 
-/// What a thread-local's destructor saw of a reset `Sleep`: `is_elapsed`, then a poll.
-static SEEN_IN_TLS_TEARDOWN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-
-/// Uses the `Sleep` it holds when the thread's locals are torn down.
-struct UsesASleepWhenDropped(Option<Sleep>);
+/// Uses the `Sleep` it holds when the thread's locals are torn down, after real time
+/// has moved on a little, and sends what it saw: `is_elapsed`, then a poll.
+struct UsesASleepWhenDropped(Option<(Sleep, std::sync::mpsc::Sender<String>)>);
 
 impl Drop for UsesASleepWhenDropped {
     fn drop(&mut self) {
         use std::panic::{catch_unwind, AssertUnwindSafe};
-        let Some(mut sleep) = self.0.take() else {
+        let Some((mut sleep, seen)) = self.0.take() else {
             return;
         };
+        std::thread::sleep(Duration::from_millis(30));
         let elapsed = catch_unwind(AssertUnwindSafe(|| sleep.is_elapsed()));
         let polled = catch_unwind(AssertUnwindSafe(|| {
             let waker = std::task::Waker::noop();
@@ -530,15 +529,12 @@ impl Drop for UsesASleepWhenDropped {
                 .poll(&mut std::task::Context::from_waker(waker))
                 .is_ready()
         }));
-        let mut seen = SEEN_IN_TLS_TEARDOWN.lock().unwrap();
-        seen.push(format!(
-            "is_elapsed: {}",
-            if elapsed.is_ok() { "ok" } else { "panicked" }
-        ));
-        seen.push(format!(
-            "poll: {}",
-            if polled.is_ok() { "ok" } else { "panicked" }
-        ));
+        let say = |what: &str, r: std::thread::Result<bool>| match r {
+            Ok(answer) => format!("{what}: {answer}"),
+            Err(_) => format!("{what}: panicked"),
+        };
+        let _ = seen.send(say("is_elapsed", elapsed));
+        let _ = seen.send(say("ready", polled));
     }
 }
 
@@ -547,10 +543,32 @@ thread_local! {
         const { std::cell::RefCell::new(UsesASleepWhenDropped(None)) };
 }
 
+/// What a thread-local's destructor on a new thread sees of a `Sleep` of `timer` reset
+/// to `after` from now, by `runtime`'s clock.
+fn seen_in_thread_local_teardown(
+    runtime: &tokio::runtime::Runtime,
+    timer: Timer,
+    after: Duration,
+) -> Vec<String> {
+    let handle = runtime.handle().clone();
+    let (seen, said) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // Ours first: locals are torn down in reverse, so ours after Tokio's context.
+        HOLDER.with(|_| {});
+        let _enter = handle.enter();
+        let mut sleep = timer.sleep(Duration::from_secs(100));
+        sleep.reset(Instant::now() + after);
+        HOLDER.with(|holder| holder.borrow_mut().0 = Some((sleep, seen)));
+    })
+    .join()
+    .unwrap();
+    said.iter().collect()
+}
+
 /// A reset `Sleep` asks the driver's clock by entering its runtime, which Tokio
 /// refuses (with a panic) once the thread's Tokio context is torn down; a `Sleep`
-/// used from a thread-local's destructor after that must still answer (it falls back
-/// to the real clock), as Tokio's own `Sleep` does.
+/// used from a thread-local's destructor after that must still answer, as Tokio's own
+/// `Sleep` does.
 #[test]
 fn a_reset_sleep_used_in_a_thread_local_destructor_does_not_panic() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -559,17 +577,21 @@ fn a_reset_sleep_used_in_a_thread_local_destructor_does_not_panic() {
         .build()
         .unwrap();
     let timer = runtime.block_on(async { Timer::new() });
-    let handle = runtime.handle().clone();
-    std::thread::spawn(move || {
-        // Ours first: locals are torn down in reverse, so ours after Tokio's context.
-        HOLDER.with(|_| {});
-        let _enter = handle.enter();
-        let mut sleep = timer.sleep(Duration::from_secs(1));
-        sleep.reset(Instant::now() + Duration::from_secs(5));
-        HOLDER.with(|holder| holder.borrow_mut().0 = Some(sleep));
-    })
-    .join()
-    .unwrap();
-    let seen = SEEN_IN_TLS_TEARDOWN.lock().unwrap().clone();
-    assert_eq!(seen, ["is_elapsed: ok", "poll: ok"]);
+    let seen = seen_in_thread_local_teardown(&runtime, timer, Duration::from_secs(5));
+    assert_eq!(seen, ["is_elapsed: false", "ready: false"]);
+}
+
+/// There the driver's clock cannot be read, and the real clock is no stand-in for a
+/// paused one (it runs on while the paused one stands): a reset `Sleep` whose deadline
+/// the real clock has passed but the paused driver's has not is not elapsed.
+#[test]
+fn in_a_thread_local_destructor_a_paused_drivers_deadline_is_not_passed_early() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let timer = runtime.block_on(async { Timer::builder().tick(TICK).build().unwrap() });
+    let seen = seen_in_thread_local_teardown(&runtime, timer, Duration::from_millis(20));
+    assert_eq!(seen, ["is_elapsed: false", "ready: false"]);
 }

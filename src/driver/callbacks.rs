@@ -101,9 +101,14 @@ impl Shared {
         // not only the steps the driver has processed: an idle driver is not woken by
         // the paused clock's jump, and until its next turn the wheel would take a
         // saturated step the clock has passed, and run it at once, however far ahead
-        // it was asked for. (Only there: a read of the driver's clock per schedule.)
+        // it was asked for. (Only there: a read of the driver's clock per schedule; refused
+        // if that clock cannot be read.)
         let last = self.clock.last_step();
-        let insert = if step > last || (step == last && self.clock.step_now(self.now()) >= last) {
+        let clock_past_last = || {
+            self.driver_now()
+                .is_none_or(|now| self.clock.step_now(now) >= last)
+        };
+        let insert = if step > last || (step == last && clock_past_last()) {
             Err((callback, InsertError::Elapsed))
         } else {
             wheels.callbacks.insert(step, callback)

@@ -30,35 +30,37 @@ impl Shared {
     }
 
     /// Now, by the clock the driver follows (its runtime's, which may be paused when
-    /// the caller's is not, or the other way round): what the driver will find when
-    /// it next turns, whoever asks.
-    pub(crate) fn now(&self) -> Instant {
+    /// the caller's is not, or the other way round): what the driver will find when it
+    /// next turns, whoever asks. `None` once this thread's Tokio context is torn down
+    /// (in a thread-local's destructor), when that clock cannot be read: Tokio's
+    /// `enter` would panic, and the real clock may be ahead of a paused one.
+    pub(crate) fn driver_now(&self) -> Option<Instant> {
         match &self.runtime {
-            // `enter` panics once this thread's Tokio context is destroyed (in a
-            // thread-local's destructor); so would Tokio's `Instant::now` with a paused
-            // clock. The real clock then.
             Some(_)
                 if tokio::runtime::Handle::try_current()
                     .is_err_and(|e| e.is_thread_local_destroyed()) =>
             {
-                Instant::from_std(std::time::Instant::now())
+                None
             }
             Some(runtime) => {
                 let _enter = runtime.enter();
-                Instant::now()
+                Some(Instant::now())
             }
-            None => Instant::now(),
+            None => Some(Instant::now()),
         }
     }
 
-    /// Whether every shard has processed the step of the deadline `offset`, so that
-    /// registering it now would find it due (lock-free): whether a future that is not
-    /// in the wheel would have fired by now.
+    /// Whether the deadline `offset` of a future that is not in the wheel has passed,
+    /// lock-free: every shard has processed its step (registering it now would find it
+    /// due), or the driver's clock has passed that step's end (the driver may be
+    /// parked, with nothing to wake for). Never before the deadline.
     pub(crate) fn has_passed(&self, offset: i64) -> bool {
         self.shards.iter().all(|shard| {
             self.clock
                 .is_processed(offset, shard.elapsed.load(Ordering::Acquire))
-        })
+        }) || self
+            .driver_now()
+            .is_some_and(|now| self.clock.has_passed(offset, now))
     }
 
     /// Registers a future's waker at `step`.
