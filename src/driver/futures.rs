@@ -5,6 +5,7 @@
 //! `Sleep` derives from its deadline: a `Sleep` whose entry fired can never reach the
 //! entry that later reuses its slab index (see [`wheel`](crate::wheel)).
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::task::Waker;
 
@@ -31,23 +32,25 @@ impl Shared {
 
     /// Now, by the clock the driver follows (its runtime's, which may be paused when
     /// the caller's is not, or the other way round): what the driver will find when it
-    /// next turns, whoever asks. `None` once this thread's Tokio context is torn down
-    /// (in a thread-local's destructor), when that clock cannot be read: Tokio's
-    /// `enter` would panic, and the real clock may be ahead of a paused one.
+    /// next turns, whoever asks. `None` when that clock cannot be read: once this
+    /// thread's Tokio context is torn down (in a thread-local's destructor), or while
+    /// Tokio holds it borrowed. Tokio's `enter` would panic, and the real clock is no
+    /// stand-in (it may be ahead of a paused one).
     pub(crate) fn driver_now(&self) -> Option<Instant> {
-        match &self.runtime {
-            Some(_)
-                if tokio::runtime::Handle::try_current()
-                    .is_err_and(|e| e.is_thread_local_destroyed()) =>
-            {
-                None
-            }
-            Some(runtime) => {
-                let _enter = runtime.enter();
-                Some(Instant::now())
-            }
-            None => Some(Instant::now()),
+        let Some(runtime) = &self.runtime else {
+            return Some(Instant::now());
+        };
+        if tokio::runtime::Handle::try_current().is_err_and(|e| e.is_thread_local_destroyed()) {
+            return None;
         }
+        // `enter` also panics while Tokio holds its context borrowed (a future dropped
+        // by `tokio::spawn` on a runtime that has shut down): unknown then too. The
+        // panic happens before `enter` changes anything.
+        catch_unwind(AssertUnwindSafe(|| {
+            let _enter = runtime.enter();
+            Instant::now()
+        }))
+        .ok()
     }
 
     /// Whether the deadline `offset` of a future that is not in the wheel has passed,
