@@ -94,15 +94,11 @@ impl Shared {
         // Due already: run at the next step rather than on the caller's stack.
         let step = step.max(wheels.callbacks.first_open_step()).min(MAX_STEP);
         // Past the last step a deadline can name, a callback would have saturated to a
-        // step already processed and run at once (however far it was asked for), or,
-        // past 584 years of nanoseconds, to a step the clock never reaches, never run,
-        // and the driver would spin: past the range, as the wheel's `Elapsed` says.
-        // At the last step itself (where far deadlines saturate), ask the clock too,
-        // not only the steps the driver has processed: an idle driver is not woken by
-        // the paused clock's jump, and until its next turn the wheel would take a
-        // saturated step the clock has passed, and run it at once, however far ahead
-        // it was asked for. (Only there: a read of the driver's clock per schedule; refused
-        // if that clock cannot be read.)
+        // step already processed (and run at once, however far it was asked for) or to
+        // one the clock never reaches (and never run, the driver spinning): past the
+        // range, like the wheel's own `Elapsed`. At that last step, where far deadlines
+        // saturate, the driver's clock decides, not what the wheel has processed: an
+        // idle driver is not woken by the paused clock's jump. (Unknown: refused.)
         let last = self.clock.last_step();
         let clock_past_last = || {
             self.driver_now()
