@@ -597,87 +597,69 @@ fn in_a_thread_local_destructor_a_paused_drivers_deadline_is_not_passed_early() 
     assert_eq!(seen, ["is_elapsed: false", "ready: false"]);
 }
 
-/// A future that, when dropped, asks `is_elapsed` of the reset `Sleep` it holds and
-/// sends the answer (or that it panicked).
-struct AsksWhenDropped(Option<(Sleep, std::sync::mpsc::Sender<String>)>);
+/// A future, ready at once, that runs its closure when dropped: what `tokio::spawn`
+/// on a runtime that has shut down does with it runs inside Tokio, while Tokio holds
+/// its context borrowed.
+struct RunsWhenDropped<F: FnOnce() + Unpin>(Option<F>);
 
-impl Future for AsksWhenDropped {
+impl<F: FnOnce() + Unpin> Future for RunsWhenDropped<F> {
     type Output = ();
     fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<()> {
         Poll::Ready(())
     }
 }
 
-impl Drop for AsksWhenDropped {
+impl<F: FnOnce() + Unpin> Drop for RunsWhenDropped<F> {
     fn drop(&mut self) {
-        use std::panic::{catch_unwind, AssertUnwindSafe};
-        if let Some((sleep, seen)) = self.0.take() {
-            let answer = catch_unwind(AssertUnwindSafe(|| sleep.is_elapsed()));
-            let _ = seen.send(match answer {
-                Ok(elapsed) => format!("is_elapsed: {elapsed}"),
-                Err(_) => "is_elapsed: panicked".into(),
-            });
+        if let Some(f) = self.0.take() {
+            f();
         }
     }
 }
 
-/// `tokio::spawn` on a runtime that has shut down drops the future at once, while
-/// Tokio holds its context borrowed, where entering the driver's runtime to read its
-/// clock would panic: a reset `Sleep` asked `is_elapsed` there answers from what the
-/// driver has processed instead, as Tokio's own `Sleep` answers.
-#[test]
-fn a_reset_sleep_asked_while_tokio_holds_its_context_does_not_panic() {
-    let (driver, timer) = timer_on_its_own_runtime();
+/// Runs `f` inside `tokio::spawn` on a runtime that has shut down (which drops the
+/// future at once, Tokio's context borrowed), catching a panic; its answer, or
+/// "panicked".
+fn answer_while_tokio_holds_its_context(
+    f: impl FnOnce() -> String + Send + Unpin + 'static,
+) -> String {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
     let closed = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
     let handle = closed.handle().clone();
     drop(closed);
+    let (seen, said) = std::sync::mpsc::channel();
+    {
+        let _closed = handle.enter();
+        drop(tokio::spawn(RunsWhenDropped(Some(move || {
+            let answer = catch_unwind(AssertUnwindSafe(f));
+            let _ = seen.send(answer.unwrap_or_else(|_| "panicked".into()));
+        }))));
+    }
+    said.recv().unwrap()
+}
+
+/// There, entering the driver's runtime to read its clock would panic: a reset
+/// `Sleep` asked `is_elapsed` answers from what the driver has processed instead, as
+/// Tokio's own `Sleep` answers.
+#[test]
+fn a_reset_sleep_asked_while_tokio_holds_its_context_does_not_panic() {
+    let (driver, timer) = timer_on_its_own_runtime();
     let mut sleep = {
         let _driver = driver.enter();
         timer.sleep(Duration::from_secs(100))
     };
     sleep.reset(Instant::from_std(std::time::Instant::now()) + Duration::from_secs(5));
-    let (seen, said) = std::sync::mpsc::channel();
-    {
-        let _closed = handle.enter();
-        drop(tokio::spawn(AsksWhenDropped(Some((sleep, seen)))));
-    }
-    assert_eq!(said.recv().unwrap(), "is_elapsed: false");
+    let answer =
+        answer_while_tokio_holds_its_context(move || format!("is_elapsed: {}", sleep.is_elapsed()));
+    assert_eq!(answer, "is_elapsed: false");
 }
 
-/// A future that, when dropped, schedules a callback 400 years ahead (past the end of
-/// a 10 ms tick's range: it saturates at the wheel's last step, where `schedule` reads
-/// the driver's clock) and sends the outcome.
-struct SchedulesWhenDropped(Timer, std::sync::mpsc::Sender<String>);
-
-impl Future for SchedulesWhenDropped {
-    type Output = ();
-    fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<()> {
-        Poll::Ready(())
-    }
-}
-
-impl Drop for SchedulesWhenDropped {
-    fn drop(&mut self) {
-        use std::panic::{catch_unwind, AssertUnwindSafe};
-        let far =
-            Instant::from_std(std::time::Instant::now()) + Duration::from_secs(86_400 * 365 * 400);
-        let scheduled = catch_unwind(AssertUnwindSafe(|| self.0.schedule_at(far, || ())));
-        let _ = self.1.send(match scheduled {
-            Ok(Ok(handle)) => {
-                drop(handle);
-                "scheduled".into()
-            }
-            Ok(Err(e)) => format!("{e:?}"),
-            Err(_) => "panicked".into(),
-        });
-    }
-}
-
-/// The same for `schedule` at the wheel's last step: it cannot tell whether the clock
-/// has passed that step, so it refuses, and the refused callback is counted out (a
-/// panic there leaked it from `max_pending` for good).
+/// The same for `schedule` at the wheel's last step (a callback 400 years ahead
+/// saturates there at a 10 ms tick): it cannot tell whether the clock has passed
+/// that step, so it refuses, and the refused callback is counted out (a panic there
+/// leaked it from `max_pending` for good).
 #[test]
 fn schedule_at_the_last_step_while_tokio_holds_its_context_refuses_and_leaks_nothing() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -686,17 +668,16 @@ fn schedule_at_the_last_step_while_tokio_holds_its_context_refuses_and_leaks_not
         .build()
         .unwrap();
     let timer = runtime.block_on(async { Timer::builder().max_pending(1).build().unwrap() });
-    let closed = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let handle = closed.handle().clone();
-    drop(closed);
-    let (seen, said) = std::sync::mpsc::channel();
-    {
-        let _closed = handle.enter();
-        drop(tokio::spawn(SchedulesWhenDropped(timer.clone(), seen)));
-    }
-    assert_eq!(said.recv().unwrap(), "OutOfRange");
+    let t = timer.clone();
+    let answer = answer_while_tokio_holds_its_context(move || {
+        let far =
+            Instant::from_std(std::time::Instant::now()) + Duration::from_secs(86_400 * 365 * 400);
+        match t.schedule_at(far, || ()) {
+            Ok(_) => "scheduled".into(),
+            Err(e) => format!("{e:?}"),
+        }
+    });
+    assert_eq!(answer, "OutOfRange");
     let after = runtime.block_on(async { timer.schedule(Duration::from_secs(1), || ()) });
     assert!(after.is_ok(), "{:?}", after.err());
 }
