@@ -142,6 +142,15 @@ fn sleep_with_a_panicking_waker(timer: &Timer, after: Duration) -> Sleep {
     sleep
 }
 
+/// A task that sleeps `after` on `timer` and returns when it woke.
+fn spawn_a_sleep(timer: &Timer, after: Duration) -> tokio::task::JoinHandle<Instant> {
+    let timer = timer.clone();
+    tokio::spawn(async move {
+        timer.sleep(after).await;
+        Instant::now()
+    })
+}
+
 /// The driver wakes the tasks of the futures that fired after taking them out of the
 /// wheel: a waker that panics there must not take the driver down with the timers
 /// fired in the same turn (nothing could wake those tasks again).
@@ -150,11 +159,7 @@ async fn a_waker_that_panics_when_its_timer_fires_strands_nothing() {
     let timer = timer();
     let start = Instant::now();
     let after = TICK * 5;
-    let t = timer.clone();
-    let other = tokio::spawn(async move {
-        t.sleep(after).await;
-        Instant::now()
-    });
+    let other = spawn_a_sleep(&timer, after);
     tokio::task::yield_now().await;
     let ran = Arc::new(AtomicUsize::new(0));
     let r = ran.clone();
@@ -245,11 +250,7 @@ async fn a_waker_that_panics_in_catch_up_ends_nothing_and_strands_no_one() {
     let timer = timer();
     let start = Instant::now();
     let after = TICK * 50;
-    let t = timer.clone();
-    let other = tokio::spawn(async move {
-        t.sleep(after).await;
-        Instant::now()
-    });
+    let other = spawn_a_sleep(&timer, after);
     tokio::task::yield_now().await;
     let mut panicking = Box::pin(timer.catch_up());
     let waker = Waker::from(Arc::new(PanicsOnWake));
