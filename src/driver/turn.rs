@@ -243,19 +243,34 @@ impl Shared {
     /// [`BATCH`] expirations per shard), then, outside the locks, wakes the futures and
     /// dispatches the callbacks that fired.
     pub(super) fn turn(self: &Arc<Self>, expired: &mut Vec<Payload>) -> Turn {
-        self.turn_to(Instant::now(), expired)
+        self.turn_with(Instant::now, expired)
     }
 
     /// [`turn`](Shared::turn) as if the clock read `now`.
+    #[cfg(any(test, loom))]
     pub(crate) fn turn_to(self: &Arc<Self>, now: Instant, expired: &mut Vec<Payload>) -> Turn {
+        self.turn_with(|| now, expired)
+    }
+
+    /// [`turn`](Shared::turn), reading the clock with `clock`.
+    fn turn_with(
+        self: &Arc<Self>,
+        clock: impl FnOnce() -> Instant,
+        expired: &mut Vec<Payload>,
+    ) -> Turn {
+        if self.is_shutdown() {
+            return Turn::Exit;
+        }
+        // Numbered before the clock is read: a `catch_up` that has not seen this number
+        // was called before the read, so this turn processes all that was due by then.
+        // (The other way round, a `catch_up` called between the two would count this
+        // turn, which stops short of the call, as one that started after it.)
+        let turn = self.turns_started.fetch_add(1, Ordering::SeqCst) + 1;
+        let now = clock();
         let (now, mut lateness) = (
             self.clock.step_now(now),
             LatenessTally::new(&self.clock, now),
         );
-        if self.is_shutdown() {
-            return Turn::Exit;
-        }
-        let turn = self.turns_started.fetch_add(1, Ordering::SeqCst) + 1;
         // Busy: registrations need not notify until we park again.
         self.parked_until.store(0, Ordering::SeqCst);
         let mut done = true;
@@ -350,5 +365,63 @@ impl Shared {
             .iter()
             .filter_map(|s| lock(&s.wheels).next_expiration())
             .min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::sync::atomic::AtomicBool;
+    use std::task::{Context, Wake};
+
+    use super::*;
+    use crate::driver::Registered;
+
+    struct Flag(AtomicBool);
+
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// `catch_up` called just after the driver read the clock for a turn (the driver
+    /// thread preempted there, say) must not take that turn, which stops short of the
+    /// call, for the one it waits for: a sleep due between the two stays unfired.
+    #[test]
+    fn catch_up_called_after_a_turn_read_the_clock_waits_for_the_next_turn() {
+        let mut config = crate::Builder::default().validate().expect("defaults");
+        config.shards = 1;
+        let shared = Shared::new(config, None);
+        let woken = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(woken.clone());
+        // Due at step 2: after the driver's clock read (the end of step 1), before the
+        // call (the caller's clock reads the end of step 3).
+        let Registered::Pending(_) = shared.register(2, &waker) else {
+            panic!("step 2 is pending");
+        };
+        let mut catch_up = Box::pin(shared.catch_up());
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut expired = Vec::new();
+        let mut returned = false;
+        let _ = shared.turn_with(
+            || {
+                let now = shared.clock.step_end(1);
+                // The caller's `catch_up` starts right after the driver read `now`.
+                returned |= catch_up.as_mut().poll(&mut cx).is_ready();
+                now
+            },
+            &mut expired,
+        );
+        returned |= catch_up.as_mut().poll(&mut cx).is_ready();
+        assert!(
+            !returned || woken.0.load(Ordering::SeqCst),
+            "catch_up returned with a sleep due before the call unfired"
+        );
+        // The next turn reads the clock after the call: it fires the sleep and ends
+        // the wait.
+        let _ = shared.turn_to(shared.clock.step_end(3), &mut expired);
+        assert!(woken.0.load(Ordering::SeqCst));
+        assert!(catch_up.as_mut().poll(&mut cx).is_ready());
     }
 }
