@@ -23,6 +23,19 @@ impl Callback {
         self.deadline
     }
 
+    /// Records that no handle owns the callback (scheduled detached, or its handle
+    /// detached). The driver's loss drops such callbacks rather than keep them for
+    /// `shutdown` to return: nothing else could reach them, and one may hold the
+    /// timer itself (a `Timer` clone), which would keep both alive for ever.
+    pub(crate) fn disown(&mut self) {
+        self.f.disown();
+    }
+
+    /// Whether [`disown`](Callback::disown) was called.
+    pub(crate) fn is_unowned(&self) -> bool {
+        self.f.is_unowned()
+    }
+
     /// Runs the closure.
     pub(crate) fn call(self) {
         self.f.call();

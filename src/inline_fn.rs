@@ -16,7 +16,9 @@
 //! and calls it, the other drops it in place. A closure that is too large or too
 //! aligned is boxed first, and the box (one word) is what is stored. An `InlineFn`
 //! always holds its closure: `call` consumes it without running `Drop`, and `Drop` is
-//! the only other way out.
+//! the only other way out. Each type has a second table, the same but marked
+//! *unowned*: swapping to it is how a callback records, at no cost in size, that no
+//! handle owns it.
 //!
 //! The tests below run under Miri:
 //! `cargo +nightly miri test --lib inline_fn`.
@@ -43,6 +45,10 @@ struct VTable {
     call: unsafe fn(*mut Storage),
     /// Drops the closure in place.
     drop: unsafe fn(*mut Storage),
+    /// The same closure type's table marked *unowned*, or `None` if this is it: one
+    /// bit that travels with the closure at no cost in size (see
+    /// [`InlineFn::disown`]).
+    unowned: Option<&'static VTable>,
 }
 
 /// Holds the vtable of closure type `F` as an associated constant, so that
@@ -53,6 +59,12 @@ impl<F: FnOnce()> VTables<F> {
     const VTABLE: VTable = VTable {
         call: call::<F>,
         drop: drop_in_place::<F>,
+        unowned: Some(&Self::UNOWNED),
+    };
+    const UNOWNED: VTable = VTable {
+        call: call::<F>,
+        drop: drop_in_place::<F>,
+        unowned: None,
     };
 }
 
@@ -114,6 +126,20 @@ impl InlineFn {
             vtable: &VTables::<F>::VTABLE,
             _not_send_or_sync: PhantomData,
         }
+    }
+
+    /// Marks the closure as one that no handle owns (for the callback that holds it:
+    /// see `Callback::disown`). Only the table changes: both run and drop the same
+    /// closure type.
+    pub(crate) fn disown(&mut self) {
+        if let Some(unowned) = self.vtable.unowned {
+            self.vtable = unowned;
+        }
+    }
+
+    /// Whether [`disown`](InlineFn::disown) was called.
+    pub(crate) fn is_unowned(&self) -> bool {
+        self.vtable.unowned.is_none()
     }
 
     /// Runs the closure, consuming it. If it panics, the panic propagates, and the
@@ -270,6 +296,31 @@ mod tests {
             drop(f);
             assert_eq!(ran.load(Ordering::SeqCst), 0);
             assert_eq!(dropped.load(Ordering::SeqCst), 1, "big: {big}");
+        }
+    }
+
+    /// `disown` changes the mark and nothing else: the closure, in place or boxed,
+    /// still runs once, or drops its captures once unrun.
+    #[test]
+    fn a_disowned_closure_is_marked_and_still_runs_or_drops_once() {
+        for (big, run) in [(false, false), (false, true), (true, false), (true, true)] {
+            let ran = Arc::new(AtomicUsize::new(0));
+            let r = ran.clone();
+            let (mut f, dropped) = tracked(big, move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            });
+            assert!(!f.is_unowned());
+            f.disown();
+            assert!(f.is_unowned());
+            f.disown();
+            assert!(f.is_unowned(), "disowning twice keeps the mark");
+            if run {
+                f.call();
+            } else {
+                drop(f);
+            }
+            assert_eq!(ran.load(Ordering::SeqCst), usize::from(run), "{big} {run}");
+            assert_eq!(dropped.load(Ordering::SeqCst), 1, "{big} {run}");
         }
     }
 

@@ -36,6 +36,13 @@ use crate::sync::AtomicBool;
 ///
 /// A cancelled callback is removed from the wheel, and dropped, at once.
 ///
+/// If the driver's runtime shuts down first, a callback with a handle stays pending
+/// for [`Timer::shutdown`](crate::Timer::shutdown) to return, until the handle is
+/// dropped or detached (a detached callback is dropped then). So a callback that
+/// holds its own handle (in a slot it clears when it runs, say) holds its timer as an
+/// `Arc` cycle would, until the slot is cleared: clear it, or cancel, when you stop
+/// using the timer, as a guard's `Drop` does.
+///
 /// # Examples
 ///
 /// ```
@@ -105,7 +112,9 @@ impl Scheduled {
     /// stays alive until it has run, even if every [`Timer`](crate::Timer) clone is gone.
     pub fn detach(mut self) {
         if let Some(handle) = self.inner.take() {
-            handle.anchor.shared.detach();
+            let shared = &handle.anchor.shared;
+            shared.disown(handle.reg, handle.step, &handle.cancelled);
+            shared.detach();
         }
     }
 

@@ -48,8 +48,11 @@ pub struct Stats {
     /// ran on the driver task instead.
     pub executor_rejections: u64,
     /// Callbacks that were pending when the driver's runtime shut down under the
-    /// timer. Nothing can run them any more: [`Timer::shutdown`](crate::Timer::shutdown) returns them (to run
-    /// or drop), and if every handle is dropped first they are dropped unrun.
+    /// timer. Nothing can run them any more: those with a [`Scheduled`](crate::Scheduled)
+    /// handle stay for [`Timer::shutdown`](crate::Timer::shutdown) to return (to run or
+    /// drop), or for the handle's drop to cancel; detached ones, and ones an executor
+    /// handed back, are dropped unrun then, as Tokio drops a spawned task with its
+    /// runtime.
     pub stranded_callbacks: u64,
 }
 

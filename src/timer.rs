@@ -293,7 +293,9 @@ impl Timer {
     {
         let shared = self.shared();
         let offset = shared.clock.offset_of(deadline);
-        shared.schedule(callback::callback(offset, f))?;
+        let mut callback = callback::callback(offset, f);
+        callback.disown();
+        shared.schedule(callback)?;
         // Counted as pending by `schedule`, so `detach` keeps the timer alive for it,
         // as `Scheduled::detach` does.
         shared.detach();

@@ -447,6 +447,25 @@ impl<T> Wheel<T> {
             .then(|| std::mem::take(&mut self.entries))
     }
 
+    /// Removes the entries whose values `select` picks and returns their values, in
+    /// no particular order; the others keep their keys. O(capacity): for events that
+    /// happen once in a wheel's life, not per entry.
+    pub(crate) fn remove_where(&mut self, mut select: impl FnMut(&T) -> bool) -> Vec<T> {
+        let picked: Vec<u32> = self
+            .entries
+            .iter()
+            .filter(|(_, entry)| select(&entry.value))
+            .map(|(index, _)| index as u32)
+            .collect();
+        picked
+            .into_iter()
+            .map(|index| {
+                self.unlink(index);
+                self.entries.remove(index as usize).value
+            })
+            .collect()
+    }
+
     /// Removes every entry, in no particular order, with the key and step that named
     /// it; resets nothing else.
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = (Key, u64, T)> {
@@ -807,6 +826,36 @@ mod tests {
         out.sort_unstable();
         assert_eq!(out, vec![0, 1, 2, 3, 4, 9]);
         assert_eq!(wheel.elapsed(), 4);
+    }
+
+    #[test]
+    fn remove_where_takes_what_it_picks_and_leaves_the_rest_named_and_due() {
+        let mut wheel = Wheel::new(8);
+        // Across levels: due in this block, the next, and far above.
+        let keys: Vec<(Key, u64)> = (0..40u32)
+            .map(|i| {
+                let step = 1 + u64::from(i) * 37;
+                (wheel.insert(step, i).unwrap(), step)
+            })
+            .collect();
+        let mut odd = wheel.remove_where(|v| v % 2 == 1);
+        odd.sort_unstable();
+        assert_eq!(odd, (0..40).filter(|v| v % 2 == 1).collect::<Vec<_>>());
+        assert_eq!(wheel.len(), 20);
+        for (i, &(key, step)) in keys.iter().enumerate() {
+            assert_eq!(wheel.contains(key, step), i % 2 == 0, "{i}");
+        }
+        // What is left fires at its own step, no earlier.
+        for &(key, step) in keys.iter().step_by(2) {
+            let mut fired = Vec::new();
+            assert!(wheel.advance(step - 1, usize::MAX, |_, v| fired.push(v)));
+            assert!(fired.is_empty(), "early at {step}: {fired:?}");
+            assert!(wheel.contains(key, step));
+            assert!(wheel.advance(step, usize::MAX, |_, v| fired.push(v)));
+            assert_eq!(fired.len(), 1);
+        }
+        assert_eq!(wheel.len(), 0);
+        assert_eq!(wheel.next_expiration(), None);
     }
 
     #[test]

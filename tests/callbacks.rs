@@ -562,7 +562,10 @@ fn a_detached_callback_is_dropped_not_leaked_when_its_runtime_goes_away() {
             1,
             "driver_ran: {driver_ran}"
         );
-        assert_eq!(Arc::strong_count(&probe), 2, "kept for shutdown to return");
+        // No handle owns it and nothing can run it: dropped with the driver, as Tokio
+        // drops a spawned task with its runtime (it may hold the timer itself).
+        assert_eq!(Arc::strong_count(&probe), 1, "driver_ran: {driver_ran}");
+        assert!(futures::executor::block_on(timer.shutdown()).is_empty());
         drop(timer);
         assert_eq!(
             Arc::strong_count(&probe),
@@ -841,4 +844,80 @@ fn a_handed_back_callback_pending_when_the_driver_is_lost_is_counted() {
         (stats.executor_rejections, stats.stranded_callbacks),
         (1, 1)
     );
+}
+
+/// The re-arming heartbeat of `Timer::schedule`'s docs keeps a `Timer` clone in its
+/// detached callback. Once the driver's runtime is gone nothing can run it, and
+/// dropping the user's last handle must still free the timer: the clone inside the
+/// callback, which the timer itself holds, must not keep it (and the closure) alive
+/// for ever. Whether detached by `schedule_detached`, by `Scheduled::detach` before
+/// the runtime goes or after it, or handed back by its executor after the driver's
+/// last turn.
+#[test]
+fn a_callback_holding_its_timer_with_no_handle_is_freed_when_its_runtime_goes_away() {
+    type Jobs = Arc<Mutex<Vec<Box<dyn FnOnce() + Send>>>>;
+    for how in [
+        "schedule_detached, driver never ran",
+        "schedule_detached",
+        "detach",
+        "detach after the runtime went",
+        "handed back",
+    ] {
+        let jobs: Jobs = Default::default();
+        let keep = jobs.clone();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let timer = Timer::builder()
+            .tick(TICK)
+            .executor(Executor::Custom(Arc::new(move |job| {
+                keep.lock().unwrap().push(job)
+            })))
+            .build_on(runtime.handle())
+            .unwrap();
+        if how != "schedule_detached, driver never ran" {
+            runtime.block_on(tokio::task::yield_now());
+        }
+        let probe = Arc::new(());
+        let captured = (probe.clone(), timer.clone());
+        let callback = move || drop(captured);
+        let delay = if how == "handed back" {
+            TICK
+        } else {
+            Duration::from_secs(3600)
+        };
+        let mut handle = None;
+        if how.starts_with("schedule_detached") {
+            timer.schedule_detached(delay, callback).unwrap();
+        } else {
+            let scheduled = timer.schedule(delay, callback).unwrap();
+            if how == "detach after the runtime went" {
+                handle = Some(scheduled);
+            } else {
+                scheduled.detach();
+            }
+        }
+        if how == "handed back" {
+            runtime.block_on(async {
+                tokio::time::advance(TICK * 3).await;
+                timer.catch_up().await;
+            });
+            assert_eq!(jobs.lock().unwrap().len(), 1, "handed to the executor");
+            jobs.lock().unwrap().clear(); // dropped unrun: back to the timer
+        }
+        drop(runtime);
+        assert!(timer.is_shutdown(), "{how}");
+        assert_eq!(timer.stats().stranded_callbacks, 1, "{how}");
+        if let Some(handle) = handle {
+            handle.detach();
+        }
+        drop(timer);
+        assert_eq!(
+            Arc::strong_count(&probe),
+            1,
+            "{how}: the closure and its timer leaked"
+        );
+    }
 }

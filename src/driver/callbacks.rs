@@ -212,11 +212,39 @@ impl Shared {
         }
     }
 
+    /// The handle of the callback `reg` names at `step` was detached: record that
+    /// no handle owns it (see `Callback::disown`), or, once the driver is lost, drop
+    /// it now, as the loss dropped the unowned ones. After `shutdown()` it is left
+    /// for `shutdown` to return. Takes the shard's lock.
+    pub(crate) fn disown(&self, reg: Registration, step: u64, cancelled: &AtomicBool) {
+        let mut wheels = lock(&self.shard(reg).wheels);
+        // Read under the lock that set it: a cancelled handle names no entry.
+        if cancelled.load(Ordering::Acquire) {
+            return;
+        }
+        let Some(callback) = wheels.callbacks.get_mut(reg.key, step) else {
+            return;
+        };
+        if !self.lost.load(Ordering::SeqCst) {
+            // Before the loss visits this shard (it then drops it), or after an
+            // explicit shutdown's drain, which took it out (there is no entry then).
+            callback.disown();
+            return;
+        }
+        // The loss has visited this shard, or will and would drop it: nothing can run
+        // it, and now nothing owns it.
+        let removed = wheels.callbacks.remove(reg.key, step);
+        drop(wheels);
+        // After the lock: its captures may do anything.
+        drop(removed);
+        self.callback_gone();
+    }
+
     /// A callback's handle was detached: keep the timer alive until no callback is
     /// pending, since that one has nothing else keeping it.
     ///
     /// Once shut down (or the driver lost) nothing will run it, so it keeps nothing
-    /// alive: `shutdown` returns it, or the last handle's drop drops it.
+    /// alive: `shutdown` returns it, or the driver's loss dropped it.
     pub(crate) fn detach(self: &Arc<Self>) {
         // Lock-free when the timer already keeps itself alive, as it does while any
         // detached callback is pending: `callbacks_gone` clears the flag before it

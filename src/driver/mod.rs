@@ -174,6 +174,10 @@ pub(crate) struct Shared {
     /// drained; read under a shard's lock. From then on nothing registers and every
     /// future completes at once.
     shutdown: AtomicBool,
+    /// Set with `shutdown` when the driver's runtime drops it, before the shards are
+    /// visited. Tells that loss, which leaves owned callbacks in the wheel and drops
+    /// unowned ones, from `shutdown()`, which drains every callback to return it.
+    lost: AtomicBool,
     /// Pending callbacks in all shards (the count `max_pending` bounds).
     callbacks: AtomicUsize,
     /// The timer itself, held while a detached callback may be pending: such a
@@ -283,6 +287,7 @@ impl Shared {
             shards,
             parked_until: AtomicU64::new(u64::MAX),
             shutdown: AtomicBool::new(false),
+            lost: AtomicBool::new(false),
             callbacks: AtomicUsize::new(0),
             keep_alive: Mutex::new(None),
             kept_alive: AtomicBool::new(false),

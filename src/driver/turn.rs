@@ -179,28 +179,32 @@ impl Shared {
     }
 
     /// The driver's runtime dropped it: complete every future (nothing would ever wake
-    /// them), refuse new callbacks, and keep pending ones for `shutdown` to return,
-    /// counted as stranded. Detached ones no longer keep the timer alive: nothing can
-    /// run them now, so the last handle's drop drops them rather than leak them.
+    /// them), refuse new callbacks, and keep the pending callbacks a handle owns for
+    /// `shutdown` to return, counted as stranded. The unowned ones (scheduled
+    /// detached, detached since, or handed back by an executor) are counted and
+    /// dropped, as Tokio drops a spawned task with its runtime: nothing could reach
+    /// them but `shutdown`, and one holding a `Timer` clone would keep the timer, and
+    /// itself, alive for ever. Detached ones no longer keep the timer alive.
     pub(super) fn driver_lost(&self) {
+        self.lost.store(true, Ordering::SeqCst);
         self.shutdown.store(true, Ordering::SeqCst);
         let mut wakers = Vec::new();
+        let mut unowned = Vec::new();
         for shard in self.shards.iter() {
-            // Pending callbacks stay where they are, for shutdown() to return.
-            wakers.extend(
-                lock(&shard.wheels)
-                    .futures
-                    .drain()
-                    .map(|(_, _, waker)| waker),
-            );
+            let mut wheels = lock(&shard.wheels);
+            wakers.extend(wheels.futures.drain().map(|(_, _, waker)| waker));
+            unowned.extend(wheels.callbacks.remove_where(Callback::is_unowned));
             shard.elapsed.store(u64::MAX, Ordering::Release);
         }
-        // Those in the wheel, and those an executor handed back since the last turn:
-        // shutdown() returns both, and nothing else would run them now.
-        let stranded = self.callbacks.load(Ordering::SeqCst) + lock(&self.rejected).len();
+        // Handed back by an executor since the last turn: no handle owns them either.
+        let rejected = std::mem::take(&mut *lock(&self.rejected));
+        // Those in the wheel (the unowned just taken out still counted) and those
+        // handed back: nothing will run them now.
+        let stranded = self.callbacks.load(Ordering::SeqCst) + rejected.len();
         self.counters
             .stranded
             .fetch_add(stranded as u64, Ordering::Relaxed);
+        self.callbacks_gone(unowned.len());
         let release = {
             let mut keep_alive = lock(&self.keep_alive);
             self.kept_alive.store(false, Ordering::SeqCst);
@@ -209,6 +213,8 @@ impl Shared {
         for waker in wakers {
             self.wake_caught(waker);
         }
+        // After every lock: their captures may do anything.
+        drop((unowned, rejected));
         // Dropped last, after the lock: it may be the last reference.
         drop(release);
     }
