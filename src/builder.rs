@@ -39,6 +39,7 @@ pub struct Builder {
     wheel_size: usize,
     max_pending: usize,
     executor: Executor,
+    real_clock: bool,
 }
 
 impl Default for Builder {
@@ -48,6 +49,7 @@ impl Default for Builder {
             wheel_size: 1024,
             max_pending: usize::MAX,
             executor: Executor::Inline,
+            real_clock: false,
         }
     }
 }
@@ -147,6 +149,14 @@ impl Builder {
         self
     }
 
+    /// For a driver on a runtime whose clock is never paused (the default timer's): the
+    /// timer's "now" is then the real clock, not the caller's runtime's, which a test
+    /// may have paused and advanced, or left behind.
+    pub(crate) fn real_clock(mut self) -> Self {
+        self.real_clock = true;
+        self
+    }
+
     pub(crate) fn validate(self) -> Result<Config, Error> {
         if self.tick.is_zero() {
             return Err(Error::InvalidConfig(
@@ -173,6 +183,7 @@ impl Builder {
                 .min(MAX_SHARDS),
             max_pending: self.max_pending,
             executor: self.executor,
+            real_clock: self.real_clock,
         })
     }
 }

@@ -94,4 +94,7 @@ pub(crate) struct Config {
     pub(crate) shards: usize,
     pub(crate) max_pending: usize,
     pub(crate) executor: Executor,
+    /// The driver's runtime is one whose clock nobody can pause (the default timer's):
+    /// "now" for a deadline is then the real clock, whatever the caller's runtime.
+    pub(crate) real_clock: bool,
 }

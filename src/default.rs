@@ -15,6 +15,7 @@ pub(crate) fn default_timer() -> &'static Timer {
             .build()
             .expect("tokio-wheel: cannot create the default timer's runtime");
         let timer = Timer::builder()
+            .real_clock()
             .build_on(runtime.handle())
             .expect("tokio-wheel: the default settings are valid");
         std::thread::Builder::new()

@@ -32,7 +32,7 @@ impl rt::Timer for Timer {
 
     /// Tokio's clock, which the wheel reads: paused when Tokio's is.
     fn now(&self) -> StdInstant {
-        Instant::now().into_std()
+        self.clock_now().into_std()
     }
 
     /// Moves a [`Sleep`] of this crate in place (whichever `Timer` made it, it stays

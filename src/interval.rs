@@ -84,12 +84,12 @@ impl Interval {
         let scheduled = self.sleep.deadline();
         // A due tick needs no wheel: the first tick and Burst's make-up ticks complete at
         // once, as tokio's do, instead of waiting for the wheel's next tick.
-        let mut now = Instant::now();
+        let mut now = self.sleep.shared().now();
         if scheduled > now {
             if Pin::new(&mut self.sleep).poll(cx).is_pending() {
                 return Poll::Pending;
             }
-            now = Instant::now();
+            now = self.sleep.shared().now();
         }
         let late = now.saturating_duration_since(scheduled);
         let next = if late > self.sleep.shared().clock.tick() {
@@ -124,12 +124,15 @@ impl Interval {
 
     /// Makes the next tick complete at once.
     pub fn reset_immediately(&mut self) {
-        self.reset_at(Instant::now());
+        self.reset_at(self.sleep.shared().now());
     }
 
     /// Makes the next tick `after` from now (saturating).
     pub fn reset_after(&mut self, after: Duration) {
-        self.reset_at(crate::clock::deadline_after(Instant::now(), after));
+        self.reset_at(crate::clock::deadline_after(
+            self.sleep.shared().now(),
+            after,
+        ));
     }
 
     /// Makes the next tick due at `deadline`; later ticks follow every `period` from it.

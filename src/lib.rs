@@ -72,8 +72,10 @@
 //! The free functions use one process-wide [`Timer`] (10 ms tick) created on first use,
 //! whose driver runs on its own thread with its own current-thread runtime, so they
 //! work from any runtime or none. Because it runs elsewhere, it follows the **real
-//! clock**, not a test's paused one: in `#[tokio::test(start_paused = true)]` tests,
-//! build an explicit [`Timer`] inside the test instead.
+//! clock**, not a test's paused one: a `sleep(d)` called from a paused runtime lasts
+//! `d` of real time, however far that runtime's clock lags or leads the real one. In
+//! `#[tokio::test(start_paused = true)]` tests, build an explicit [`Timer`] inside the
+//! test instead.
 //!
 //! # Implementation
 //!

@@ -77,6 +77,11 @@ impl Timer {
         &self.anchors[0].shared
     }
 
+    /// "Now" for deadlines relative to it; see `Shared::now`.
+    pub(crate) fn clock_now(&self) -> Instant {
+        self.anchors[0].shared.now()
+    }
+
     /// A reference that keeps this timer alive, from the calling thread's shard.
     pub(crate) fn anchor(&self) -> Arc<Anchor> {
         Anchor::local(&self.anchors)
@@ -88,7 +93,9 @@ impl Timer {
     /// See [`Sleep`] for when it touches the wheel and what dropping it does.
     #[doc(alias = "delay")]
     pub fn sleep(&self, duration: Duration) -> Sleep {
-        Sleep::after(self.anchor(), Instant::now(), duration)
+        let anchor = self.anchor();
+        let now = anchor.shared.now();
+        Sleep::after(anchor, now, duration)
     }
 
     /// A future that completes at `deadline`, at most one tick late. A deadline in the
@@ -115,7 +122,7 @@ impl Timer {
     ///
     /// A zero `period` is raised to one tick of this timer (tokio panics instead).
     pub fn interval(&self, period: Duration) -> Interval {
-        self.interval_at(Instant::now(), period)
+        self.interval_at(self.clock_now(), period)
     }
 
     /// An [`Interval`] whose first tick is at `start`, then every `period`.
@@ -211,7 +218,7 @@ impl Timer {
     where
         F: FnOnce() + Send + 'static,
     {
-        self.schedule_at(deadline_after(Instant::now(), delay), f)
+        self.schedule_at(deadline_after(self.clock_now(), delay), f)
     }
 
     /// Runs `f` once at `deadline` (at most one tick late); see [`Timer::schedule`].
@@ -279,7 +286,7 @@ impl Timer {
     where
         F: FnOnce() + Send + 'static,
     {
-        self.schedule_detached_at(deadline_after(Instant::now(), delay), f)
+        self.schedule_detached_at(deadline_after(self.clock_now(), delay), f)
     }
 
     /// Runs `f` once at `deadline`, with no handle; see [`Timer::schedule_detached`].

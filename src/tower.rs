@@ -43,23 +43,34 @@ use crate::Timer;
 /// how late a request is cut off, and which follows Tokio's paused clock in tests).
 #[derive(Clone, Debug)]
 pub struct TimeoutLayer {
-    timer: Timer,
+    /// `None`: the default timer, looked up when a request is made, so that `new` is a
+    /// `const fn` as tower's is.
+    timer: Option<Timer>,
     timeout: Duration,
 }
 
 impl TimeoutLayer {
     /// Requests time out `timeout` after the call, on the default timer.
     ///
+    /// A `const fn`, as tower's: the default timer is created by the first request.
+    ///
     /// # Panics
     ///
-    /// As [`sleep`](crate::sleep): if the default timer cannot be created.
-    pub fn new(timeout: Duration) -> Self {
-        TimeoutLayer::with_timer(default_timer().clone(), timeout)
+    /// The first request panics as [`sleep`](crate::sleep) does if the default timer
+    /// cannot be created.
+    pub const fn new(timeout: Duration) -> Self {
+        TimeoutLayer {
+            timer: None,
+            timeout,
+        }
     }
 
     /// Requests time out `timeout` after the call, on `timer`.
     pub fn with_timer(timer: Timer, timeout: Duration) -> Self {
-        TimeoutLayer { timer, timeout }
+        TimeoutLayer {
+            timer: Some(timer),
+            timeout,
+        }
     }
 }
 
@@ -67,7 +78,11 @@ impl<S> Layer<S> for TimeoutLayer {
     type Service = Timeout<S>;
 
     fn layer(&self, inner: S) -> Timeout<S> {
-        Timeout::with_timer(inner, self.timer.clone(), self.timeout)
+        Timeout {
+            inner,
+            timer: self.timer.clone(),
+            timeout: self.timeout,
+        }
     }
 }
 
@@ -81,25 +96,33 @@ impl<S> Layer<S> for TimeoutLayer {
 #[derive(Clone, Debug)]
 pub struct Timeout<S> {
     inner: S,
-    timer: Timer,
+    /// `None`: the default timer (see `TimeoutLayer`'s).
+    timer: Option<Timer>,
     timeout: Duration,
 }
 
 impl<S> Timeout<S> {
     /// `inner` with a deadline of `timeout` per request, on the default timer.
     ///
+    /// A `const fn`, as tower's: the default timer is created by the first request.
+    ///
     /// # Panics
     ///
-    /// As [`sleep`](crate::sleep): if the default timer cannot be created.
-    pub fn new(inner: S, timeout: Duration) -> Self {
-        Timeout::with_timer(inner, default_timer().clone(), timeout)
+    /// The first request panics as [`sleep`](crate::sleep) does if the default timer
+    /// cannot be created.
+    pub const fn new(inner: S, timeout: Duration) -> Self {
+        Timeout {
+            inner,
+            timer: None,
+            timeout,
+        }
     }
 
     /// `inner` with a deadline of `timeout` per request, on `timer`.
     pub fn with_timer(inner: S, timer: Timer, timeout: Duration) -> Self {
         Timeout {
             inner,
-            timer,
+            timer: Some(timer),
             timeout,
         }
     }
@@ -135,7 +158,11 @@ where
 
     fn call(&mut self, request: Request) -> ResponseFuture<S::Future> {
         ResponseFuture {
-            inner: self.timer.timeout(self.timeout, self.inner.call(request)),
+            inner: self
+                .timer
+                .as_ref()
+                .unwrap_or_else(|| default_timer())
+                .timeout(self.timeout, self.inner.call(request)),
         }
     }
 }

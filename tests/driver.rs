@@ -314,6 +314,35 @@ fn built_on_one_runtime_awaited_on_another() {
     futures::executor::block_on(timer.sleep(Duration::from_millis(20)));
 }
 
+/// A multi-thread runtime's clock cannot be paused, so a timer driven there measures
+/// `sleep(d)` from the real clock, also when called from a paused test whose clock lags
+/// it (frozen since the runtime was built) or leads it (advanced): the deadline was
+/// `d` after the caller's clock, already past (fired at once) or an hour away.
+#[test]
+fn a_sleep_from_a_paused_caller_on_a_timer_driven_by_a_multi_thread_runtime_lasts_its_duration() {
+    let (_driver_rt, timer) = timer_on_its_own_runtime();
+    for lead in [Duration::ZERO, Duration::from_secs(3600)] {
+        let paused = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        // The paused clock stands still while the real one runs on.
+        std::thread::sleep(Duration::from_millis(300));
+        paused.block_on(async {
+            tokio::time::advance(lead).await;
+            let start = std::time::Instant::now();
+            timer.sleep(Duration::from_millis(100)).await;
+            let took = start.elapsed();
+            assert!(
+                took >= Duration::from_millis(100),
+                "{lead:?}: early: {took:?}"
+            );
+            assert!(took < Duration::from_secs(2), "{lead:?}: late: {took:?}");
+        });
+    }
+}
+
 /// The timer's origin comes from the clock of the runtime its driver runs on, not from
 /// the caller's: built from a test whose paused clock is an hour in, it must not count
 /// its own runtime's deadlines from an hour ahead (they would all be due at once).

@@ -225,3 +225,265 @@ async fn keep_alive_clients_are_served_and_leave_nothing_pending() {
     );
     assert_eq!(stats.fired, 0, "{stats:?}");
 }
+
+/// How long an HTTP/2 server on hyper-util's `auto::Builder`, pinging every second
+/// with a 500 ms keep-alive timeout on `timer`, takes to give up on a client that sent
+/// its preface and SETTINGS and then never answers a PING; and the server's error.
+async fn h2_keep_alive_gives_up_after<M>(timer: M) -> (Duration, String)
+where
+    M: HyperTimer + Clone + Send + Sync + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut client = TcpStream::connect(addr).await.unwrap();
+    // The preface and an empty SETTINGS frame, then silence (no SETTINGS or PING acks).
+    client
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .await
+        .unwrap();
+    let (stream, _) = listener.accept().await.unwrap();
+    let mut builder =
+        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    builder
+        .http1()
+        .timer(timer.clone())
+        .header_read_timeout(Duration::from_secs(5));
+    builder
+        .http2()
+        .timer(timer)
+        .keep_alive_interval(Duration::from_secs(1))
+        .keep_alive_timeout(Duration::from_millis(500));
+    let start = Instant::now();
+    let served = tokio::time::timeout(
+        Duration::from_secs(3600),
+        builder.serve_connection(TokioIo::new(stream), service_fn(hello)),
+    )
+    .await
+    .expect("the keep-alive timeout never fired");
+    let took = start.elapsed();
+    let err = served.expect_err("a client that never acks a PING was kept");
+    drop(client);
+    (took, format!("{err:?}"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn h2_keep_alive_on_the_auto_builder_times_out_as_with_tokios_timer() {
+    let (tokio_took, tokio_err) =
+        h2_keep_alive_gives_up_after(hyper_util::rt::TokioTimer::new()).await;
+    let timer = timer();
+    let (took, err) = h2_keep_alive_gives_up_after(timer.clone()).await;
+    assert!(tokio_err.contains("KeepAliveTimedOut"), "{tokio_err}");
+    assert!(err.contains("KeepAliveTimedOut"), "{err}");
+    // Interval, then the timeout after the PING: each at most a tick late.
+    assert_eq!(tokio_took, Duration::from_millis(1500));
+    assert!(took >= tokio_took, "early: {took:?}");
+    assert!(took < tokio_took + 2 * TICK, "late: {took:?}");
+    assert_eq!(timer.pending(), 0);
+}
+
+/// An HTTP/2 client that answers PINGs keeps an idle connection through many
+/// keep-alive rounds (each a `reset` of the same sleep), then is served.
+#[tokio::test(start_paused = true)]
+async fn h2_keep_alive_pings_answered_keep_an_idle_connection_open() {
+    let timer = timer();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn({
+        let timer = timer.clone();
+        async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let mut builder =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            builder
+                .http2()
+                .timer(timer)
+                .keep_alive_interval(Duration::from_secs(1))
+                .keep_alive_timeout(Duration::from_millis(500));
+            builder
+                .serve_connection(TokioIo::new(stream), service_fn(hello))
+                .await
+                .map_err(|e| e.to_string())
+        }
+    });
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    let connection = tokio::spawn(connection);
+    for _ in 0..3 {
+        // Idle for ten keep-alive intervals, then a request on the same connection.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let request = Request::get("http://127.0.0.1/")
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let response = sender
+            .send_request(request)
+            .await
+            .expect("connection dropped");
+        assert!(response.status().is_success());
+        let body = response.into_body().collect().await.unwrap();
+        assert_eq!(body.to_bytes(), "hello");
+    }
+    drop(sender);
+    connection.await.unwrap().unwrap();
+    server
+        .await
+        .unwrap()
+        .expect("the server dropped a live client");
+    let stats = timer.stats();
+    assert_eq!(stats.pending, 0, "{stats:?}");
+    // About 30 pings: their sleeps fired, and were moved for each PING's timeout.
+    assert!(stats.fired >= 20, "{stats:?}");
+}
+
+/// How long after its response an idle pooled connection of hyper-util's legacy
+/// client, with a 1 s `pool_idle_timeout` on `timer`, is closed (as the server sees it).
+async fn pooled_connection_closed_after<M>(timer: M) -> Duration
+where
+    M: HyperTimer + Clone + Send + Sync + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        http1::Builder::new()
+            .serve_connection(TokioIo::new(stream), service_fn(hello))
+            .await
+            .unwrap();
+        Instant::now()
+    });
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(1))
+        .pool_timer(timer)
+        .build_http::<Empty<Bytes>>();
+    let uri: hyper::Uri = format!("http://{addr}/").parse().unwrap();
+    let response = client.get(uri).await.unwrap();
+    response.into_body().collect().await.unwrap();
+    let idle_since = Instant::now();
+    let closed = tokio::time::timeout(Duration::from_secs(3600), server)
+        .await
+        .expect("the idle pooled connection was never closed")
+        .unwrap();
+    drop(client);
+    closed - idle_since
+}
+
+#[tokio::test(start_paused = true)]
+async fn legacy_client_pool_idle_timeout_closes_idle_connections_on_the_wheel() {
+    let with_tokio = pooled_connection_closed_after(hyper_util::rt::TokioTimer::new()).await;
+    let timer = timer();
+    let with_wheel = pooled_connection_closed_after(timer.clone()).await;
+    // hyper-util checks every `pool_idle_timeout` for connections idle longer than it.
+    for took in [with_tokio, with_wheel] {
+        assert!(took >= Duration::from_secs(1), "early: {took:?}");
+        assert!(took < Duration::from_secs(2) + 2 * TICK, "late: {took:?}");
+    }
+    tokio::task::yield_now().await;
+    assert_eq!(timer.pending(), 0, "{:?}", timer.stats());
+}
+
+/// How long hyper-util's `auto::Builder`, with a 500 ms header-read timeout on `timer`,
+/// takes to drop a client that sends half a request head.
+async fn auto_h1_half_head_cut_off_after<M>(timer: M) -> Duration
+where
+    M: HyperTimer + Clone + Send + Sync + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut client = TcpStream::connect(addr).await.unwrap();
+    client
+        .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    let (stream, _) = listener.accept().await.unwrap();
+    let mut builder =
+        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    builder
+        .http1()
+        .timer(timer)
+        .header_read_timeout(Duration::from_millis(500));
+    let start = Instant::now();
+    let served = tokio::time::timeout(
+        Duration::from_secs(3600),
+        builder.serve_connection(TokioIo::new(stream), service_fn(hello)),
+    )
+    .await
+    .expect("the header read timeout never fired");
+    let took = start.elapsed();
+    served.expect_err("a half-sent head was served");
+    took
+}
+
+#[tokio::test(start_paused = true)]
+async fn auto_builder_http1_header_read_timeout_as_with_tokios_timer() {
+    let with_tokio = auto_h1_half_head_cut_off_after(hyper_util::rt::TokioTimer::new()).await;
+    let timer = timer();
+    let took = auto_h1_half_head_cut_off_after(timer.clone()).await;
+    assert_eq!(with_tokio, Duration::from_millis(500));
+    assert!(took >= with_tokio && took < with_tokio + TICK, "{took:?}");
+    assert_eq!(timer.pending(), 0);
+}
+
+/// `reset` in every state hyper leaves a sleep in, polled by a task afterwards as hyper
+/// does: the task is woken at the new deadline (never before), whatever came before.
+#[tokio::test(start_paused = true)]
+async fn reset_in_every_state_wakes_the_task_at_the_new_deadline() {
+    let timer = timer();
+    let ms = Duration::from_millis;
+    // (what to do before the reset, how far ahead the new deadline is)
+    for (state, ahead) in [
+        ("never polled", ms(300)),
+        ("pending", ms(300)),
+        ("pending", ms(30)),
+        ("fired", ms(300)),
+        ("fired, not polled since", ms(300)),
+    ] {
+        let mut sleep = tokio_test::task::spawn(HyperTimer::sleep(&timer, ms(100)));
+        match state {
+            "never polled" => {}
+            "pending" => assert!(sleep.poll().is_pending()),
+            _ => {
+                assert!(sleep.poll().is_pending());
+                tokio::time::advance(ms(100)).await;
+                timer.catch_up().await;
+                assert!(sleep.is_woken());
+                if state == "fired" {
+                    assert!(sleep.poll().is_ready());
+                }
+            }
+        }
+        let start = Instant::now();
+        HyperTimer::reset(&timer, &mut sleep, HyperTimer::now(&timer) + ahead);
+        assert!(sleep.poll().is_pending(), "{state}: ready at once");
+        // Not woken before the new deadline...
+        tokio::time::advance(ahead - ms(1)).await;
+        timer.catch_up().await;
+        assert!(!sleep.is_woken(), "{state}: woken early");
+        assert!(sleep.poll().is_pending(), "{state}: ready early");
+        // ...and woken within a tick after it.
+        tokio::time::advance(ms(1) + TICK).await;
+        timer.catch_up().await;
+        assert!(
+            sleep.is_woken(),
+            "{state}: not woken after {:?}",
+            start.elapsed()
+        );
+        assert!(sleep.poll().is_ready());
+    }
+    // A reset to a deadline already past: ready on the next poll, woken if it was pending.
+    for polled in [false, true] {
+        let mut sleep = tokio_test::task::spawn(HyperTimer::sleep(&timer, ms(100)));
+        if polled {
+            assert!(sleep.poll().is_pending());
+        }
+        let past = HyperTimer::now(&timer) - ms(50);
+        HyperTimer::reset(&timer, &mut sleep, past);
+        assert_eq!(sleep.is_woken(), polled);
+        timer.catch_up().await;
+        assert!(sleep.poll().is_ready(), "polled before: {polled}");
+    }
+    assert_eq!(timer.pending(), 0);
+}

@@ -180,3 +180,77 @@ async fn behind_a_real_axum_server_slow_handlers_time_out_and_fast_ones_answer()
     assert_eq!(stats.pending, 0, "{stats:?}");
     assert_eq!(stats.fired, 5, "{stats:?}");
 }
+
+/// A paused runtime whose clock stands still while the real clock runs on: the default
+/// timer follows the real clock, so a request answered in real time well within its
+/// timeout is answered, not cut off because the paused clock lags.
+#[test]
+fn the_default_timer_layer_in_a_paused_runtime_behind_the_real_clock_is_never_early() {
+    let paused = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    // The paused clock is frozen where the runtime was built; the real one moves on.
+    std::thread::sleep(Duration::from_millis(400));
+    paused.block_on(async {
+        let (answer, answered) = tokio::sync::oneshot::channel::<&'static str>();
+        let mut answered = Some(answered);
+        let mut service =
+            TimeoutLayer::new(Duration::from_millis(300)).layer(service_fn(move |()| {
+                let answered = answered.take().unwrap();
+                async move { Ok::<_, BoxError>(answered.await.unwrap()) }
+            }));
+        // Answered after 50 ms of real time, 250 ms before the deadline.
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            answer.send("in time").unwrap();
+        });
+        let start = std::time::Instant::now();
+        let answer = service.ready().await.unwrap().call(()).await;
+        assert_eq!(
+            answer.expect("timed out early"),
+            "in time",
+            "after {:?}",
+            start.elapsed()
+        );
+    });
+}
+
+/// A paused runtime whose clock has been advanced an hour: a 50 ms timeout on the
+/// default timer (real clock) elapses after about 50 ms of real time, not an hour.
+#[test]
+fn the_default_timer_layer_in_a_paused_runtime_ahead_of_the_real_clock_does_not_hang() {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let paused = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        paused.block_on(async {
+            tokio::time::advance(Duration::from_secs(3600)).await;
+            let mut service =
+                TimeoutLayer::new(Duration::from_millis(50)).layer(service_fn(|(): ()| async {
+                    std::future::pending::<Result<(), BoxError>>().await
+                }));
+            let start = std::time::Instant::now();
+            let err = service.ready().await.unwrap().call(()).await.unwrap_err();
+            done.send((err.is::<Elapsed>(), start.elapsed())).unwrap();
+        });
+    });
+    let (elapsed, took) = finished
+        .recv_timeout(Duration::from_secs(10))
+        .expect("a 50 ms timeout on the default timer had not elapsed after 10 s");
+    assert!(elapsed);
+    assert!(took >= Duration::from_millis(50), "early: {took:?}");
+}
+
+/// tower's `TimeoutLayer::new` and `Timeout::new` are `const fn`s: a drop-in must be too.
+#[test]
+fn new_is_const_as_towers_is() {
+    const LAYER: TimeoutLayer = TimeoutLayer::new(Duration::from_secs(1));
+    const SERVICE: tokio_wheel::tower::Timeout<()> =
+        tokio_wheel::tower::Timeout::new((), Duration::from_secs(1));
+    let _ = (LAYER, SERVICE);
+}

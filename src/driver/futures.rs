@@ -30,6 +30,19 @@ impl Shared {
         self.clock.is_processed(offset, elapsed)
     }
 
+    /// "Now" for a deadline given relative to it (`sleep(d)`, hyper's `now() + d`):
+    /// the caller's Tokio clock, which is the driver's when both are on one runtime,
+    /// or the real clock for a driver whose runtime's clock is never paused (the
+    /// default timer's), where a paused caller's clock would put deadlines early or
+    /// late by however far it lags or leads the real one. Cheap: no runtime handle.
+    pub(crate) fn now(&self) -> Instant {
+        if self.real_clock {
+            Instant::from_std(std::time::Instant::now())
+        } else {
+            Instant::now()
+        }
+    }
+
     /// Now, by the clock the driver follows (its runtime's, which may be paused when
     /// the caller's is not, or the other way round): what the driver will find when it
     /// next turns, whoever asks. `None` when that clock cannot be read: once this

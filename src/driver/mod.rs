@@ -196,6 +196,8 @@ pub(crate) struct Shared {
     /// Where `Spawn` and `Blocking` callbacks go; `None` only in loom models, which
     /// have no runtime (callbacks then run inline).
     runtime: Option<tokio::runtime::Handle>,
+    /// See [`Config::real_clock`] and [`Shared::now`].
+    real_clock: bool,
     notify: Arc<Notify>,
     /// Becomes `true` when the driver task has ended (or was dropped).
     stopped: watch::Sender<bool>,
@@ -283,6 +285,11 @@ impl Shared {
                 elapsed: AtomicU64::new(0),
             })
             .collect();
+        // A multi-thread runtime's clock cannot be paused: it is the real one.
+        let real_clock = config.real_clock
+            || runtime.as_ref().is_some_and(|runtime| {
+                runtime.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread
+            });
         Arc::new(Shared {
             shards,
             parked_until: AtomicU64::new(u64::MAX),
@@ -297,6 +304,7 @@ impl Shared {
             max_pending: config.max_pending,
             executor: config.executor,
             runtime,
+            real_clock,
             notify: Arc::new(Notify::new()),
             stopped: watch::Sender::new(false),
             turns_started: StdAtomicU64::new(0),
