@@ -191,6 +191,11 @@ pub mod loom_hooks {
         timer.shared().kept_alive()
     }
 
+    /// What the driver's guard does when the driver's runtime drops it.
+    pub fn lose_driver(timer: &Timer) {
+        timer.shared().driver_lost();
+    }
+
     /// The synchronous part of `Timer::shutdown` (the rest waits for the driver task,
     /// which a model does not have).
     pub fn shutdown(timer: &Timer) -> Vec<crate::Unfired> {

@@ -921,3 +921,58 @@ fn a_callback_holding_its_timer_with_no_handle_is_freed_when_its_runtime_goes_aw
         );
     }
 }
+
+/// The loss now drops user closures (the detached ones): one whose captures panic in
+/// `Drop` must not end the loss early. It did: the panic unwound out of the driver's
+/// guard (Tokio swallows it while dropping the task), skipping `stopped` and the
+/// `turned` notification, so `shutdown().await` hung for ever (as would a `catch_up`
+/// already waiting), and the panic went uncounted.
+#[test]
+fn a_detached_callback_panicking_in_drop_at_the_runtimes_loss_hangs_nothing() {
+    struct PanicOnDrop;
+    impl Drop for PanicOnDrop {
+        fn drop(&mut self) {
+            panic!("a capture panics when dropped");
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let timer = Timer::builder()
+        .tick(TICK)
+        .build_on(runtime.handle())
+        .unwrap();
+    runtime.block_on(tokio::task::yield_now());
+    let bomb = PanicOnDrop;
+    timer
+        .schedule_detached(Duration::from_secs(3600), move || {
+            let _keep = &bomb;
+        })
+        .unwrap();
+    let probe = Arc::new(());
+    let captured = probe.clone();
+    timer
+        .schedule_detached(Duration::from_secs(3600), move || drop(captured))
+        .unwrap();
+    drop(runtime);
+    assert!(timer.is_shutdown());
+    assert_eq!(
+        Arc::strong_count(&probe),
+        1,
+        "the other detached callback leaked"
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = timer.clone();
+    std::thread::spawn(move || {
+        futures::executor::block_on(t.shutdown());
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("shutdown() hung: the driver was never marked stopped");
+    assert_eq!(
+        timer.stats().callback_panics,
+        1,
+        "the panic is caught and counted"
+    );
+}

@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::thread;
-use tokio_wheel::loom_hooks::{kept_alive, parked_until, shutdown, tick_end, timer, turn};
+use tokio_wheel::loom_hooks::{
+    kept_alive, lose_driver, parked_until, shutdown, tick_end, timer, turn,
+};
 use tokio_wheel::{Error, Instant, Sleep, Timer};
 
 const TICK: Duration = Duration::from_millis(10);
@@ -249,5 +251,26 @@ fn detached_vs_last_callback(detached: fn(&Timer, Instant)) {
         // Let it go, so the model's timer is freed.
         turn(&timer, 5);
         assert!(!kept_alive(&timer));
+    });
+}
+
+/// A handle detached while the driver's runtime drops it: the callback is dropped
+/// unrun (by the loss, or by the detach once the loss has visited its shard), and
+/// must be counted in `stranded_callbacks` either way. The loss read the global count
+/// after visiting every shard, so a detach between the two (it sees the loss and drops
+/// the callback) went uncounted.
+#[test]
+fn detach_vs_driver_lost_counts_the_callback_stranded() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        let handle = timer.schedule_at(in_tick(&timer, 100), || {}).unwrap();
+        let lost = {
+            let timer = timer.clone();
+            thread::spawn(move || lose_driver(&timer))
+        };
+        handle.detach();
+        lost.join().unwrap();
+        assert_eq!(timer.stats().stranded_callbacks, 1);
+        assert_eq!(timer.pending(), 0);
     });
 }

@@ -222,17 +222,19 @@ impl Shared {
         if cancelled.load(Ordering::Acquire) {
             return;
         }
+        let lost = wheels.lost;
         let Some(callback) = wheels.callbacks.get_mut(reg.key, step) else {
             return;
         };
-        if !self.lost.load(Ordering::SeqCst) {
-            // Before the loss visits this shard (it then drops it), or after an
-            // explicit shutdown's drain, which took it out (there is no entry then).
+        if !lost {
+            // Before the loss visits this shard (it then drops it and counts it), or
+            // after an explicit shutdown's drain, which took it out (there is no
+            // entry then).
             callback.disown();
             return;
         }
-        // The loss has visited this shard, or will and would drop it: nothing can run
-        // it, and now nothing owns it.
+        // The loss has visited this shard (and counted it as stranded): nothing can
+        // run it, and now nothing owns it.
         let removed = wheels.callbacks.remove(reg.key, step);
         drop(wheels);
         // After the lock: its captures may do anything.

@@ -112,6 +112,11 @@ pub(crate) struct Wheels {
     /// Pending futures moved to a new step (or, for a step already processed, out of
     /// the wheel to complete on their next poll), counted likewise.
     reset: u64,
+    /// Set by the driver's loss when it visits this shard, under its lock: it then
+    /// counted the shard's callbacks as stranded and dropped the unowned ones. Tells
+    /// that loss, which leaves owned callbacks here, from `shutdown()`, which drains
+    /// every callback to return it.
+    lost: bool,
 }
 
 impl Wheels {
@@ -122,6 +127,7 @@ impl Wheels {
             unfired: Vec::new(),
             cancelled: 0,
             reset: 0,
+            lost: false,
         }
     }
 
@@ -174,10 +180,6 @@ pub(crate) struct Shared {
     /// drained; read under a shard's lock. From then on nothing registers and every
     /// future completes at once.
     shutdown: AtomicBool,
-    /// Set with `shutdown` when the driver's runtime drops it, before the shards are
-    /// visited. Tells that loss, which leaves owned callbacks in the wheel and drops
-    /// unowned ones, from `shutdown()`, which drains every callback to return it.
-    lost: AtomicBool,
     /// Pending callbacks in all shards (the count `max_pending` bounds).
     callbacks: AtomicUsize,
     /// The timer itself, held while a detached callback may be pending: such a
@@ -294,7 +296,6 @@ impl Shared {
             shards,
             parked_until: AtomicU64::new(u64::MAX),
             shutdown: AtomicBool::new(false),
-            lost: AtomicBool::new(false),
             callbacks: AtomicUsize::new(0),
             keep_alive: Mutex::new(None),
             kept_alive: AtomicBool::new(false),

@@ -185,22 +185,27 @@ impl Shared {
     /// dropped, as Tokio drops a spawned task with its runtime: nothing could reach
     /// them but `shutdown`, and one holding a `Timer` clone would keep the timer, and
     /// itself, alive for ever. Detached ones no longer keep the timer alive.
-    pub(super) fn driver_lost(&self) {
-        self.lost.store(true, Ordering::SeqCst);
+    pub(crate) fn driver_lost(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
         let mut wakers = Vec::new();
         let mut unowned = Vec::new();
+        let mut stranded = 0;
         for shard in self.shards.iter() {
             let mut wheels = lock(&shard.wheels);
+            // Counted here, under the lock, not from `callbacks` after the loop: a
+            // detach after this visit drops its callback at once (see
+            // `Shared::disown`), and would have gone uncounted.
+            wheels.lost = true;
+            stranded += wheels.callbacks.len();
             wakers.extend(wheels.futures.drain().map(|(_, _, waker)| waker));
             unowned.extend(wheels.callbacks.remove_where(Callback::is_unowned));
             shard.elapsed.store(u64::MAX, Ordering::Release);
         }
         // Handed back by an executor since the last turn: no handle owns them either.
         let rejected = std::mem::take(&mut *lock(&self.rejected));
-        // Those in the wheel (the unowned just taken out still counted) and those
-        // handed back: nothing will run them now.
-        let stranded = self.callbacks.load(Ordering::SeqCst) + rejected.len();
+        // Those in the wheel (the unowned just taken out included) and those handed
+        // back: nothing will run them now.
+        let stranded = stranded + rejected.len();
         self.counters
             .stranded
             .fetch_add(stranded as u64, Ordering::Relaxed);
@@ -213,8 +218,14 @@ impl Shared {
         for waker in wakers {
             self.wake_caught(waker);
         }
-        // After every lock: their captures may do anything.
-        drop((unowned, rejected));
+        // After every lock: their captures may do anything, panic included, which
+        // must not end the loss before the rest are dropped, or the driver's guard
+        // before it marks the driver stopped (`shutdown().await` would hang).
+        for callback in unowned.into_iter().chain(rejected) {
+            if catch_unwind(AssertUnwindSafe(move || drop(callback))).is_err() {
+                self.count_panic();
+            }
+        }
         // Dropped last, after the lock: it may be the last reference.
         drop(release);
     }
