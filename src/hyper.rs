@@ -30,7 +30,8 @@ impl rt::Timer for Timer {
         Box::pin(Timer::sleep_until(self, Instant::from_std(deadline)))
     }
 
-    /// Tokio's clock, which the wheel reads: paused when Tokio's is.
+    /// The clock this timer measures durations from: Tokio's, paused when Tokio's is,
+    /// or the real clock when its driver's runtime cannot be paused.
     fn now(&self) -> StdInstant {
         self.clock_now().into_std()
     }
