@@ -33,7 +33,7 @@ impl rt::Timer for Timer {
     /// The clock this timer measures durations from: Tokio's, paused when Tokio's is,
     /// or the real clock when its driver's runtime cannot be paused.
     fn now(&self) -> StdInstant {
-        self.clock_now().into_std()
+        self.shared().now().into_std()
     }
 
     /// Moves a [`Sleep`] of this crate in place (whichever `Timer` made it, it stays

@@ -77,11 +77,6 @@ impl Timer {
         &self.anchors[0].shared
     }
 
-    /// "Now" for deadlines relative to it; see `Shared::now`.
-    pub(crate) fn clock_now(&self) -> Instant {
-        self.anchors[0].shared.now()
-    }
-
     /// A reference that keeps this timer alive, from the calling thread's shard.
     pub(crate) fn anchor(&self) -> Arc<Anchor> {
         Anchor::local(&self.anchors)
@@ -122,7 +117,7 @@ impl Timer {
     ///
     /// A zero `period` is raised to one tick of this timer (tokio panics instead).
     pub fn interval(&self, period: Duration) -> Interval {
-        self.interval_at(self.clock_now(), period)
+        self.interval_at(self.shared().now(), period)
     }
 
     /// An [`Interval`] whose first tick is at `start`, then every `period`.
@@ -218,7 +213,7 @@ impl Timer {
     where
         F: FnOnce() + Send + 'static,
     {
-        self.schedule_at(deadline_after(self.clock_now(), delay), f)
+        self.schedule_at(deadline_after(self.shared().now(), delay), f)
     }
 
     /// Runs `f` once at `deadline` (at most one tick late); see [`Timer::schedule`].
@@ -286,7 +281,7 @@ impl Timer {
     where
         F: FnOnce() + Send + 'static,
     {
-        self.schedule_detached_at(deadline_after(self.clock_now(), delay), f)
+        self.schedule_detached_at(deadline_after(self.shared().now(), delay), f)
     }
 
     /// Runs `f` once at `deadline`, with no handle; see [`Timer::schedule_detached`].
