@@ -343,6 +343,61 @@ fn a_sleep_from_a_paused_caller_on_a_timer_driven_by_a_multi_thread_runtime_last
     }
 }
 
+/// A timer whose driver runs on a current-thread runtime of its own, on the real
+/// clock, on a thread of its own (as the default timer's does); the runtime ends when
+/// the returned sender is dropped.
+fn timer_on_its_own_current_thread_runtime() -> (tokio::sync::oneshot::Sender<()>, Timer) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let timer = Timer::builder()
+        .tick(TICK)
+        .build_on(runtime.handle())
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || drop(runtime.block_on(stopped)));
+    (stop, timer)
+}
+
+/// As for a multi-thread driver: a timer driven by a real-clock current-thread runtime
+/// on another thread measures `sleep(d)` from its driver's clock, not from a paused
+/// caller's, which lags it (frozen since that runtime was built: the sleep completed
+/// at once) or leads it (advanced an hour: the sleep took an hour, so the test bounds
+/// each sleep in real time rather than hang).
+#[test]
+fn a_sleep_from_a_paused_caller_on_a_timer_driven_by_another_current_thread_runtime_lasts_its_duration(
+) {
+    let (_stop, timer) = timer_on_its_own_current_thread_runtime();
+    for lead in [Duration::ZERO, Duration::from_secs(3600)] {
+        let paused = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        // The paused clock stands still while the real one runs on.
+        std::thread::sleep(Duration::from_millis(300));
+        let timer = timer.clone();
+        let (took, seen) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            paused.block_on(async {
+                tokio::time::advance(lead).await;
+                let start = std::time::Instant::now();
+                timer.sleep(Duration::from_millis(100)).await;
+                let _ = took.send(start.elapsed());
+            });
+        });
+        let took = seen
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("{lead:?}: a 100 ms sleep did not complete in 10 s"));
+        assert!(
+            took >= Duration::from_millis(100),
+            "{lead:?}: early: {took:?}"
+        );
+        assert!(took < Duration::from_secs(2), "{lead:?}: late: {took:?}");
+    }
+}
+
 /// The timer's origin comes from the clock of the runtime its driver runs on, not from
 /// the caller's: built from a test whose paused clock is an hour in, it must not count
 /// its own runtime's deadlines from an hour ahead (they would all be due at once).

@@ -31,15 +31,17 @@ impl Shared {
     }
 
     /// "Now" for a deadline given relative to it (`sleep(d)`, hyper's `now() + d`):
-    /// the caller's Tokio clock, which is the driver's when both are on one runtime,
-    /// or the real clock for a driver whose runtime's clock is never paused (the
-    /// default timer's), where a paused caller's clock would put deadlines early or
-    /// late by however far it lags or leads the real one. Cheap: no runtime handle.
+    /// the clock the driver follows, whatever runtime the caller is on, since a
+    /// caller's paused clock would put deadlines early or late by however far it lags
+    /// or leads the driver's. The real clock for a driver whose runtime's clock is
+    /// never paused (the default timer's, a multi-thread runtime's): cheap, no runtime
+    /// handle. Otherwise the driver's runtime's clock, or the caller's where that
+    /// cannot be read (see [`driver_now`](Shared::driver_now)).
     pub(crate) fn now(&self) -> Instant {
         if self.real_clock {
             Instant::from_std(std::time::Instant::now())
         } else {
-            Instant::now()
+            self.driver_now().unwrap_or_else(Instant::now)
         }
     }
 
