@@ -432,7 +432,10 @@ impl Builder {
                     .into(),
             )
         })?;
-        self.build_on(&runtime)
+        let timer = self.build_on(&runtime)?;
+        // This thread is in the driver's runtime: its clock is the driver's.
+        timer.shared().note_driver_thread();
+        Ok(timer)
     }
 
     /// Like [`build`](Builder::build), but spawns the driver on `runtime`, which may be

@@ -454,6 +454,43 @@ fn a_reset_sleep_asks_the_drivers_clock_not_the_callers() {
     });
 }
 
+/// An `Interval` tells a due tick by the clock the timer's driver follows, as a reset
+/// `Sleep` does: here the driver's runtime follows the real clock and the caller is a
+/// paused test an hour ahead of it, so by the driver's clock the tick is a second away
+/// (it completed at once when the caller's clock was asked, while a `Sleep` due at the
+/// same instant waited).
+#[test]
+fn an_intervals_tick_is_due_by_the_drivers_clock_not_the_callers() {
+    let own = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let timer = Timer::builder().tick(TICK).build_on(own.handle()).unwrap();
+    let paused = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    paused.block_on(async {
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        // A second ahead on the driver's (real) clock, an hour behind the caller's.
+        let start = Instant::from_std(std::time::Instant::now()) + Duration::from_secs(1);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let mut sleep = timer.sleep_until(start);
+        assert!(std::pin::Pin::new(&mut sleep).poll(&mut cx).is_pending());
+        let mut interval = timer.interval_at(start, Duration::from_secs(1));
+        assert!(
+            interval.poll_tick(&mut cx).is_pending(),
+            "a tick completed before the driver's clock reached it"
+        );
+        // "At once" is by that clock too, not an hour away.
+        interval.reset_immediately();
+        assert!(interval.poll_tick(&mut cx).is_ready());
+        let mut interval = timer.interval(Duration::from_secs(1));
+        assert!(interval.poll_tick(&mut cx).is_ready(), "the first tick");
+    });
+}
+
 #[test]
 fn configuration_errors_are_clear() {
     let rt = tokio::runtime::Builder::new_current_thread()

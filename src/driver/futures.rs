@@ -35,14 +35,27 @@ impl Shared {
     /// caller's paused clock would put deadlines early or late by however far it lags
     /// or leads the driver's. The real clock for a driver whose runtime's clock is
     /// never paused (the default timer's, a multi-thread runtime's): cheap, no runtime
-    /// handle. Otherwise the driver's runtime's clock, or the caller's where that
-    /// cannot be read (see [`driver_now`](Shared::driver_now)).
+    /// handle. Otherwise (a current-thread runtime's) the caller's Tokio clock when
+    /// the caller is on the thread last seen in the driver's runtime (see
+    /// [`note_driver_thread`](Shared::note_driver_thread)); from any other thread the
+    /// driver's runtime's clock, read inside it (see
+    /// [`driver_now`](Shared::driver_now)), or the caller's where that cannot be read.
     pub(crate) fn now(&self) -> Instant {
         if self.real_clock {
             Instant::from_std(std::time::Instant::now())
+        } else if self.driver_thread.load(Ordering::Relaxed) == super::thread_number() {
+            Instant::now()
         } else {
             self.driver_now().unwrap_or_else(Instant::now)
         }
+    }
+
+    /// Records that the calling thread is in the driver's runtime: it runs the driver
+    /// (called on every turn), or built the timer from inside that runtime. Until the
+    /// thread leaves that runtime for another one, its Tokio clock is the driver's.
+    pub(crate) fn note_driver_thread(&self) {
+        self.driver_thread
+            .store(super::thread_number(), Ordering::Relaxed);
     }
 
     /// Now, by the clock the driver follows (its runtime's, which may be paused when
