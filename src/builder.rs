@@ -56,7 +56,9 @@ impl Default for Builder {
 
 impl Builder {
     /// The timer's resolution: a timer fires less than one tick after its deadline
-    /// (plus the runtime's scheduling delay), never before it. Default 10 ms.
+    /// (plus the runtime's scheduling delay), never before it. Default 10 ms. Prefer
+    /// whole milliseconds: Tokio's timer, which wakes the driver, counts them, so a
+    /// tick of, say, 1.5 ms can be up to a millisecond later than that.
     ///
     /// While timers are due the driver wakes about once per tick, at the tick's end
     /// (or at the whole millisecond of Tokio's before it), and fires every timer whose

@@ -802,3 +802,52 @@ fn schedule_at_the_last_step_while_tokio_holds_its_context_refuses_and_leaks_not
     let after = runtime.block_on(async { timer.schedule(Duration::from_secs(1), || ()) });
     assert!(after.is_ok(), "{:?}", after.err());
 }
+
+/// The lateness bound, off Tokio's millisecond grid: the driver can only wake on
+/// Tokio's whole milliseconds, which a timer built 0.3 ms past one of them never
+/// shares with its ticks. A timer fires less than one tick late when the tick is a
+/// whole number of milliseconds, whatever the wheel's steps per tick; a tick that is
+/// not can be up to one of Tokio's milliseconds later. Never early.
+#[tokio::test(start_paused = true)]
+async fn lateness_stays_within_a_tick_or_a_millisecond_more_off_whole_milliseconds() {
+    let ms = Duration::from_millis(1);
+    for (tick, wheel_size) in [
+        (ms * 10, 1024),
+        (ms, 1024),
+        (ms * 3, 1024),
+        (ms * 10, 1 << 19), // two steps a tick
+        (ms * 10, 1 << 20), // one step a tick
+        (Duration::from_micros(1_500), 1024),
+        (Duration::from_micros(7_300), 1024),
+        (Duration::from_micros(1_500), 1 << 20),
+    ] {
+        // Off the grid: Tokio's whole milliseconds count from the runtime's start.
+        tokio::time::advance(Duration::from_micros(300)).await;
+        let timer = Timer::builder()
+            .tick(tick)
+            .wheel_size(wheel_size)
+            .build()
+            .unwrap();
+        let bound = if tick.subsec_nanos() % 1_000_000 == 0 {
+            tick
+        } else {
+            tick + ms
+        };
+        let mut worst = Duration::ZERO;
+        // Deadlines 37 µs further apart each time, over three ticks.
+        for i in 0..(3 * tick.as_micros() / 37) as u32 {
+            let deadline = Instant::now() + Duration::from_micros(37) * i;
+            timer.sleep_until(deadline).await;
+            let late = Instant::now()
+                .checked_duration_since(deadline)
+                .unwrap_or_else(|| panic!("{tick:?}/{wheel_size}: early at {deadline:?}"));
+            assert!(late < bound, "{tick:?}/{wheel_size}: {late:?} late");
+            worst = worst.max(late);
+        }
+        // The bound is near what happens, not loose.
+        assert!(
+            worst + ms >= bound,
+            "{tick:?}/{wheel_size}: at most {worst:?}"
+        );
+    }
+}
