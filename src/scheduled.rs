@@ -125,8 +125,9 @@ impl Scheduled {
 
     /// Whether the deadline passed and the timer handed the callback to its executor:
     /// it has run, or is about to. (One that the executor dropped unrun goes back to
-    /// the driver task to run there; if the timer is shut down first, `shutdown`
-    /// returns it as [`Unfired`] while this still says `true`.)
+    /// the driver task to run there; `shutdown` returns it as [`Unfired`] if it is
+    /// still waiting there, while this still says `true`, and one handed back after
+    /// `shutdown` runs at once, where it was handed back.)
     ///
     /// Takes the lock of the callback's shard, briefly.
     pub fn is_expired(&self) -> bool {
