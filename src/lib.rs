@@ -64,7 +64,8 @@
 //! * **Drop cancels** in O(1) and frees the entry at once.
 //! * **Saturating.** `Duration::MAX` and far-future instants sleep about 30 years;
 //!   nothing overflows or panics. Past deadlines complete at once or on the next tick.
-//! * **Idle is free.** With nothing pending the driver does not wake at all.
+//! * **Idle is free.** With nothing pending the driver does not wake at all (after
+//!   the last timer is cancelled, it wakes once more, when it had asked to).
 //! * **Exactly once.** A callback that is not cancelled runs once, or is returned by
 //!   [`Timer::shutdown`]; a panicking callback is caught and the timer goes on.
 //!
