@@ -851,3 +851,32 @@ async fn lateness_stays_within_a_tick_or_a_millisecond_more_off_whole_millisecon
         );
     }
 }
+
+/// Cancelling a sleep does not withdraw the wakeup the driver asked Tokio for: the
+/// driver wakes once more, then never again, and a paused runtime that goes idle
+/// meanwhile auto-advances its clock to that wakeup (as to a pending Tokio sleep).
+#[tokio::test(start_paused = true)]
+async fn after_the_last_cancel_the_driver_wakes_once_more_then_rests() {
+    let timer = timer();
+    let mut sleep = tokio_test::task::spawn(timer.sleep(Duration::from_secs(1)));
+    assert!(sleep.poll().is_pending());
+    tokio::task::yield_now().await; // the driver parks, asking Tokio for ~1 s
+    let wakeups = timer.stats().driver_wakeups;
+    drop(sleep);
+    let start = Instant::now();
+    // Idle but for another thread: Tokio's clock auto-advances to the driver's wakeup.
+    let (done, waited) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        let _ = done.send(());
+    });
+    waited.await.unwrap();
+    let advanced = start.elapsed();
+    assert!(
+        advanced > Duration::from_millis(900) && advanced <= Duration::from_secs(1) + TICK,
+        "advanced {advanced:?}"
+    );
+    assert_eq!(timer.stats().driver_wakeups, wakeups + 1, "once more");
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(timer.stats().driver_wakeups, wakeups + 1, "then rests");
+}
