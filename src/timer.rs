@@ -52,8 +52,8 @@ impl Timer {
     ///
     /// # Panics
     ///
-    /// If called outside a Tokio runtime, or on one without its time driver. Use
-    /// [`Timer::builder`] to get an [`Error`](crate::Error) instead.
+    /// If called outside a Tokio runtime, on one without its time driver, or on one that
+    /// has shut down. Use [`Timer::builder`] to get an [`Error`](crate::Error) instead.
     pub fn new() -> Timer {
         match Builder::default().build() {
             Ok(timer) => timer,
@@ -423,7 +423,8 @@ impl Builder {
     /// # Errors
     ///
     /// [`Error::InvalidConfig`] if a setting is out of range, if this is not called
-    /// from within a Tokio runtime, or if that runtime has no time driver.
+    /// from within a Tokio runtime, or if that runtime has no time driver;
+    /// [`Error::Shutdown`] if it has shut down.
     pub fn build(self) -> Result<Timer, Error> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
             Error::InvalidConfig(
@@ -445,7 +446,8 @@ impl Builder {
     /// # Errors
     ///
     /// [`Error::InvalidConfig`] if a setting is out of range or `runtime` has no time
-    /// driver.
+    /// driver; [`Error::Shutdown`] if `runtime` has shut down, where the driver could
+    /// never run (every sleep would complete at once).
     pub fn build_on(self, runtime: &tokio::runtime::Handle) -> Result<Timer, Error> {
         let mut config = self.validate()?;
         // A shard per thread that registers at once: per core, or per worker if the
@@ -456,6 +458,11 @@ impl Builder {
             .max(runtime.metrics().num_workers())
             .min(MAX_SHARDS);
         let shared = driver::start(config, runtime)?;
+        // A runtime that has shut down drops the driver's task as it is spawned, and
+        // the task's guard marks the timer shut down.
+        if shared.is_shutdown() {
+            return Err(Error::Shutdown);
+        }
         Ok(Timer::from_shared(shared))
     }
 }

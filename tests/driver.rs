@@ -515,6 +515,30 @@ fn configuration_errors_are_clear() {
     assert!(format!("{max:?}").contains("wheel_size: 1048576"));
 }
 
+/// A runtime that has shut down would drop the driver's task unrun: `build_on` says
+/// so rather than hand back a timer whose every sleep completes at once.
+#[test]
+fn build_on_a_shut_down_runtime_is_an_error() {
+    for multi_thread in [false, true] {
+        let runtime = if multi_thread {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        }
+        .unwrap();
+        let handle = runtime.handle().clone();
+        assert!(Timer::builder().build_on(&handle).is_ok(), "running");
+        drop(runtime);
+        let err = Timer::builder().build_on(&handle).unwrap_err();
+        assert!(matches!(err, Error::Shutdown), "{err:?}");
+    }
+}
+
 #[test]
 fn build_needs_a_runtime_with_time() {
     let err = Timer::builder().build().unwrap_err();
