@@ -491,6 +491,40 @@ fn an_intervals_tick_is_due_by_the_drivers_clock_not_the_callers() {
     });
 }
 
+/// A thread that ran the driver's current-thread runtime is on it only while it runs
+/// it: once `block_on` returns and the runtime moves to a thread of its own (the
+/// driver, idle, has no turn there until something wakes it), this thread running a
+/// paused test runtime, whose clock lags the driver's real one, must not measure
+/// `sleep(d)` from that paused clock (the sleep completed at once).
+#[test]
+fn a_thread_that_left_the_drivers_current_thread_runtime_measures_by_the_drivers_clock() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // The driver turns on this thread, fires the sleep, and parks with nothing pending.
+    let timer = runtime.block_on(async {
+        let timer = Timer::builder().tick(TICK).build().unwrap();
+        timer.sleep(TICK).await;
+        timer
+    });
+    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || drop(runtime.block_on(stopped)));
+    let paused = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    // The paused clock stands still while the real one runs on.
+    std::thread::sleep(Duration::from_millis(300));
+    let took = paused.block_on(async {
+        let start = std::time::Instant::now();
+        timer.sleep(Duration::from_millis(100)).await;
+        start.elapsed()
+    });
+    assert!(took >= Duration::from_millis(100), "early: {took:?}");
+}
+
 #[test]
 fn configuration_errors_are_clear() {
     let rt = tokio::runtime::Builder::new_current_thread()

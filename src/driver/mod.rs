@@ -202,7 +202,7 @@ pub(crate) struct Shared {
     real_clock: bool,
     /// The number ([`thread_number`]) of the thread the driver last turned on, or
     /// `usize::MAX` before its first turn: a caller on that thread of a current-thread
-    /// runtime is on the driver's runtime, so its clock is the driver's
+    /// runtime, still in the driver's runtime, has the driver's clock
     /// ([`Shared::now`]'s fast path).
     driver_thread: StdAtomicUsize,
     notify: Arc<Notify>,
