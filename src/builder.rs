@@ -56,9 +56,11 @@ impl Default for Builder {
 
 impl Builder {
     /// The timer's resolution: a timer fires less than one tick after its deadline
-    /// (plus the runtime's scheduling delay), never before it. Default 10 ms. Prefer
-    /// whole milliseconds: Tokio's timer, which wakes the driver, counts them, so a
-    /// tick of, say, 1.5 ms can be up to a millisecond later than that.
+    /// (plus the runtime's scheduling delay), never before it. Default 10 ms. Tokio's
+    /// timer, which wakes the driver, counts whole milliseconds, so a timer can be up
+    /// to a millisecond later than that: with a tick of, say, 1.5 ms, or with a whole
+    /// one once the clock's sub-millisecond phase is not the one the timer was built at
+    /// (real time; a paused clock advanced by a fraction of a millisecond).
     ///
     /// While timers are due the driver wakes about once per tick, at the tick's end
     /// (or at the whole millisecond of Tokio's before it), and fires every timer whose

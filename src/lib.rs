@@ -54,8 +54,11 @@
 //!   the end of each tick with something due, or at Tokio's whole millisecond just
 //!   before it. So a timer is late by less than one tick, plus the runtime's
 //!   scheduling delay (which under load can be as large as the tick itself), and
-//!   often by much less; a tick that is not a whole number of milliseconds can add up
-//!   to one more, as Tokio's timer, which wakes the driver, counts whole milliseconds. Ticks are counted from when the timer was built, so
+//!   often by much less. Add up to one millisecond more, as Tokio's timer, which wakes
+//!   the driver, counts whole milliseconds: for a tick that is not a whole number of
+//!   them, and for one that is once the clock's sub-millisecond phase is not the one
+//!   the timer was built at (real time; a paused clock advanced by a fraction of a
+//!   millisecond). Ticks are counted from when the timer was built, so
 //!   work that runs in step with that moment (a loop started right after `build()`
 //!   that sleeps whole ticks) lands just after each tick ends and is nearly a full tick
 //!   late every time; choose the tick for the lateness you can accept.

@@ -938,3 +938,35 @@ async fn after_the_last_cancel_the_driver_wakes_once_more_then_rests() {
     tokio::time::sleep(Duration::from_secs(3600)).await;
     assert_eq!(timer.stats().driver_wakeups, wakeups + 1, "then rests");
 }
+
+/// Whole-millisecond ticks too, once the clock's sub-millisecond phase is no longer the
+/// one the timer was built at (a sub-millisecond `advance` here; the real clock's
+/// wakeups fall anywhere): Tokio can only land the driver whole milliseconds from
+/// where the clock stands, which misses the tick's end, so a timer due early in a tick
+/// of one step (a 2^20-slot wheel), or in the last quarter of a 1 ms tick, waits up to
+/// a millisecond past it. More than a tick late, less than a millisecond more; never
+/// early.
+#[tokio::test(start_paused = true)]
+async fn a_whole_millisecond_tick_can_be_a_millisecond_more_late_off_the_clocks_phase() {
+    let ms = Duration::from_millis(1);
+    for (tick, wheel_size) in [(ms * 10, 1 << 20), (ms, 1024)] {
+        tokio::time::advance(Duration::from_micros(300)).await;
+        let timer = Timer::builder()
+            .tick(tick)
+            .wheel_size(wheel_size)
+            .build()
+            .unwrap();
+        tokio::time::advance(Duration::from_micros(800)).await;
+        let mut worst = Duration::ZERO;
+        for i in 0..(3 * tick.as_micros() / 37) as u32 {
+            let deadline = Instant::now() + Duration::from_micros(37) * i;
+            timer.sleep_until(deadline).await;
+            let late = Instant::now()
+                .checked_duration_since(deadline)
+                .unwrap_or_else(|| panic!("{tick:?}/{wheel_size}: early at {deadline:?}"));
+            assert!(late < tick + ms, "{tick:?}/{wheel_size}: {late:?} late");
+            worst = worst.max(late);
+        }
+        assert!(worst > tick, "{tick:?}/{wheel_size}: at most {worst:?}");
+    }
+}
