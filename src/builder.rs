@@ -56,11 +56,9 @@ impl Default for Builder {
 
 impl Builder {
     /// The timer's resolution: a timer fires less than one tick after its deadline
-    /// (plus the runtime's scheduling delay), never before it. Default 10 ms. Tokio's
-    /// timer, which wakes the driver, counts whole milliseconds, so a timer can be up
-    /// to a millisecond later than that: with a tick of, say, 1.5 ms, or with a whole
-    /// one once the clock's sub-millisecond phase is not the one the timer was built at
-    /// (real time; a paused clock advanced by a fraction of a millisecond).
+    /// (plus up to one millisecond, plus the runtime's scheduling delay), never before
+    /// it. Default 10 ms. The millisecond is Tokio's: its timer, which wakes the
+    /// driver, counts whole milliseconds, and a tick's end rarely falls on one.
     ///
     /// While timers are due the driver wakes about once per tick, at the tick's end
     /// (or at the whole millisecond of Tokio's before it), and fires every timer whose

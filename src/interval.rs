@@ -9,7 +9,8 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::Sleep;
 
-/// Ticks every `period`, as [`tokio::time::Interval`] does, to within one tick.
+/// Ticks every `period`, as [`tokio::time::Interval`] does, to within a tick and a
+/// millisecond.
 ///
 /// Made by [`Timer::interval`](crate::Timer::interval),
 /// [`Timer::interval_at`](crate::Timer::interval_at) or the free function

@@ -52,16 +52,14 @@
 //! * **Never early.** A timer fires at the first driver wakeup after its deadline,
 //!   to within a quarter tick (the wheel turns in quarter ticks); the driver wakes at
 //!   the end of each tick with something due, or at Tokio's whole millisecond just
-//!   before it. So a timer is late by less than one tick, plus the runtime's
-//!   scheduling delay (which under load can be as large as the tick itself), and
-//!   often by much less. Add up to one millisecond more, as Tokio's timer, which wakes
-//!   the driver, counts whole milliseconds: for a tick that is not a whole number of
-//!   them, and for one that is once the clock's sub-millisecond phase is not the one
-//!   the timer was built at (real time; a paused clock advanced by a fraction of a
-//!   millisecond). Ticks are counted from when the timer was built, so
-//!   work that runs in step with that moment (a loop started right after `build()`
-//!   that sleeps whole ticks) lands just after each tick ends and is nearly a full tick
-//!   late every time; choose the tick for the lateness you can accept.
+//!   before it. So a timer is late by less than one tick plus one millisecond (Tokio's
+//!   timer, which wakes the driver, counts whole milliseconds, and a tick's end rarely
+//!   falls on one), plus the runtime's scheduling delay (which under load can be as
+//!   large as the tick itself), and often by much less. Ticks are counted from when
+//!   the timer was built, so work that runs in step with that moment (a loop started
+//!   right after `build()` that sleeps whole ticks) lands just after each tick ends
+//!   and is nearly a full tick late every time; choose the tick for the lateness you
+//!   can accept.
 //! * **Lazy.** A future touches the wheel on its first poll, not when created; a
 //!   [`Timeout`] whose future is ready at once never touches it.
 //! * **Drop cancels** in O(1) and frees the entry at once.

@@ -134,7 +134,7 @@ impl Scheduled {
         self.handle().state() == CallbackState::Expired
     }
 
-    /// When the callback is due (it runs at most one tick later).
+    /// When the callback is due (it runs less than a tick and a millisecond later).
     pub fn deadline(&self) -> Instant {
         self.handle().deadline()
     }

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::driver::{Anchor, Registered, Registration, Shared, REGISTRATION_BITS};
 
-/// A future that completes at its deadline, at most one tick late.
+/// A future that completes at its deadline, less than a tick and a millisecond late.
 ///
 /// Made by [`Timer::sleep`](crate::Timer::sleep),
 /// [`Timer::sleep_until`](crate::Timer::sleep_until) or the free functions
@@ -140,7 +140,8 @@ impl Sleep {
         self.shared().clock.step_at_offset(self.deadline)
     }
 
-    /// The instant this `Sleep` completes at (at most one tick after it).
+    /// The instant this `Sleep` completes at (less than a tick and a millisecond
+    /// after it).
     ///
     /// Exactly the instant it was given, unless that lies beyond the wheel's range
     /// from the timer's creation (2^44 quarter ticks: 139 years at a 1 ms tick, 292

@@ -82,7 +82,8 @@ impl Timer {
         Anchor::local(&self.anchors)
     }
 
-    /// A future that completes `duration` from now, at most one tick late.
+    /// A future that completes `duration` from now, less than a tick and a millisecond
+    /// late.
     ///
     /// Saturates: `Duration::MAX` sleeps about 30 years, without overflow.
     /// See [`Sleep`] for when it touches the wheel and what dropping it does.
@@ -93,8 +94,9 @@ impl Timer {
         Sleep::after(anchor, now, duration)
     }
 
-    /// A future that completes at `deadline`, at most one tick late. A deadline in the
-    /// past completes on its first poll, or at the latest on the next tick.
+    /// A future that completes at `deadline`, less than a tick and a millisecond late.
+    /// A deadline in the past completes on its first poll, or at the latest on the next
+    /// tick.
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
         Sleep::new(self.anchor(), deadline)
     }
@@ -163,8 +165,8 @@ impl Timer {
         self.shared().stats()
     }
 
-    /// Runs `f` once, `delay` from now (at most one tick late), on the timer's
-    /// [`Executor`](crate::Executor).
+    /// Runs `f` once, `delay` from now (less than a tick and a millisecond late), on the
+    /// timer's [`Executor`](crate::Executor).
     ///
     /// The returned [`Scheduled`] cancels the callback when dropped; call
     /// [`Scheduled::detach`] to let it run regardless. A callback may itself schedule
@@ -216,7 +218,8 @@ impl Timer {
         self.schedule_at(deadline_after(self.shared().now(), delay), f)
     }
 
-    /// Runs `f` once at `deadline` (at most one tick late); see [`Timer::schedule`].
+    /// Runs `f` once at `deadline` (less than a tick and a millisecond late); see
+    /// [`Timer::schedule`].
     ///
     /// # Errors
     ///
@@ -433,10 +436,7 @@ impl Builder {
                     .into(),
             )
         })?;
-        let timer = self.build_on(&runtime)?;
-        // This thread is in the driver's runtime: its clock is the driver's.
-        timer.shared().note_driver_thread();
-        Ok(timer)
+        self.build_on(&runtime)
     }
 
     /// Like [`build`](Builder::build), but spawns the driver on `runtime`, which may be

@@ -36,38 +36,23 @@ impl Shared {
     /// or leads the driver's. The real clock for a driver whose runtime's clock is
     /// never paused (the default timer's, a multi-thread runtime's): cheap, no runtime
     /// handle. Otherwise (a current-thread runtime's) the caller's Tokio clock when
-    /// the caller is on the thread last seen in the driver's runtime (see
-    /// [`note_driver_thread`](Shared::note_driver_thread)) and still in that runtime
-    /// (a thread leaves it when its `block_on` returns, or enters another inside it);
-    /// otherwise the driver's runtime's clock, read inside it (see
-    /// [`driver_now`](Shared::driver_now)), or the caller's where that cannot be read.
+    /// the caller is in the driver's runtime, and from anywhere else that runtime's
+    /// clock, read inside it (see [`driver_now`](Shared::driver_now)), or the caller's
+    /// where that cannot be read.
     pub(crate) fn now(&self) -> Instant {
         if self.real_clock {
             Instant::from_std(std::time::Instant::now())
-        } else if self.driver_thread.load(Ordering::Relaxed) == super::thread_number()
-            && self.in_driver_runtime()
-        {
+        } else if self.in_driver_runtime() {
             Instant::now()
         } else {
             self.driver_now().unwrap_or_else(Instant::now)
         }
     }
 
-    /// Records that the calling thread is in the driver's runtime: it runs the driver
-    /// (called on every turn), or built the timer from inside that runtime. Until the
-    /// thread leaves that runtime for another one, its Tokio clock is the driver's;
-    /// [`now`](Shared::now) checks that it has not ([`in_driver_runtime`]).
-    ///
-    /// [`in_driver_runtime`]: Shared::in_driver_runtime
-    pub(crate) fn note_driver_thread(&self) {
-        self.driver_thread
-            .store(super::thread_number(), Ordering::Relaxed);
-    }
-
     /// Whether the caller's Tokio context is the driver's runtime, so that its Tokio
-    /// clock is the driver's: a thread that ran the driver may since have left that
-    /// runtime (its `block_on` returned, the runtime now runs elsewhere with the
-    /// driver idle) for one whose clock is paused, or entered another inside it.
+    /// clock is the driver's. Asked of the context, not of the thread: a thread that
+    /// ran the driver may since have left its runtime (its `block_on` returned) for one
+    /// whose clock is paused, or entered another one inside it.
     fn in_driver_runtime(&self) -> bool {
         let Some(runtime) = &self.runtime else {
             return true;

@@ -200,11 +200,6 @@ pub(crate) struct Shared {
     runtime: Option<tokio::runtime::Handle>,
     /// See [`Config::real_clock`] and [`Shared::now`].
     real_clock: bool,
-    /// The number ([`thread_number`]) of the thread the driver last turned on, or
-    /// `usize::MAX` before its first turn: a caller on that thread of a current-thread
-    /// runtime, still in the driver's runtime, has the driver's clock
-    /// ([`Shared::now`]'s fast path).
-    driver_thread: StdAtomicUsize,
     notify: Arc<Notify>,
     /// Becomes `true` when the driver task has ended (or was dropped).
     stopped: watch::Sender<bool>,
@@ -258,22 +253,15 @@ impl Anchor {
     }
 }
 
-/// The calling thread's number: threads are numbered in the order they first ask,
-/// from 0, and no two threads of the process ever share one.
+/// The calling thread's shard among `shards`: threads are numbered in the order they
+/// first register, so a runtime's workers land on different shards.
 #[inline]
-fn thread_number() -> usize {
+fn thread_shard(shards: usize) -> usize {
     static NEXT: StdAtomicUsize = StdAtomicUsize::new(0);
     thread_local! {
         static NUMBER: usize = NEXT.fetch_add(1, Ordering::Relaxed);
     }
-    NUMBER.with(|number| *number)
-}
-
-/// The calling thread's shard among `shards`, by its [`thread_number`], so a
-/// runtime's workers (numbered when they first register) land on different shards.
-#[inline]
-fn thread_shard(shards: usize) -> usize {
-    let number = thread_number();
+    let number = NUMBER.with(|number| *number);
     // Most threads are numbered below the shard count (a runtime's workers first):
     // they skip the division.
     if number < shards {
@@ -318,7 +306,6 @@ impl Shared {
             executor: config.executor,
             runtime,
             real_clock,
-            driver_thread: StdAtomicUsize::new(usize::MAX),
             notify: Arc::new(Notify::new()),
             stopped: watch::Sender::new(false),
             turns_started: StdAtomicU64::new(0),

@@ -124,7 +124,6 @@ async fn run(guard: DriverGuard, notify: Arc<Notify>, mut interval: Interval) {
     loop {
         let Some(shared) = weak.upgrade() else { return };
         shared.counters.wakeups.fetch_add(1, Ordering::Relaxed);
-        shared.note_driver_thread();
         let clock = shared.clock;
         let next = match shared.turn(&mut expired) {
             Turn::Exit => return,
