@@ -17,9 +17,9 @@ use crate::Sleep;
 /// [`interval`](crate::interval).
 ///
 /// The first tick completes at once (at `start` for `interval_at`), then one every
-/// `period`. A tick counts as missed when it is taken more than one tick late
-/// (tokio uses 5 ms, its own resolution); what happens then is the
-/// [`MissedTickBehavior`], `Burst` by default, as in tokio:
+/// `period`. A tick counts as missed when it is taken more than a tick and a
+/// millisecond late, the timer's own lateness bound (tokio uses 5 ms); what happens
+/// then is the [`MissedTickBehavior`], `Burst` by default, as in tokio:
 ///
 /// * `Burst`: the missed ticks complete at once, one per call, until caught up.
 /// * `Delay`: the next tick is `period` after the late one was taken.
@@ -93,7 +93,10 @@ impl Interval {
             now = self.sleep.shared().now();
         }
         let late = now.saturating_duration_since(scheduled);
-        let next = if late > self.sleep.shared().clock.tick() {
+        // Missed only beyond the timer's own lateness bound: a tick and Tokio's
+        // millisecond.
+        let on_time = self.sleep.shared().clock.tick() + Duration::from_millis(1);
+        let next = if late > on_time {
             self.missed(scheduled, now)
         } else {
             scheduled.checked_add(self.period)

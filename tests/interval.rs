@@ -141,3 +141,38 @@ async fn zero_period_is_one_tick_not_a_panic() {
     let b = interval.tick().await;
     assert_eq!(b - a, TICK);
 }
+
+/// A tick taken within the timer's lateness bound (less than a tick and a millisecond)
+/// is on time, not missed: `Delay` keeps the schedule, as tokio's does with its 5 ms.
+/// Off Tokio's millisecond grid (the clock's phase moved after `build`, as in
+/// tests/driver.rs) a timer can fire more than a tick late: a 10 ms tick of one step
+/// 10.79 ms, a 1 ms tick 1.04 ms. Such a tick counted as missed (more than a tick late),
+/// and `Delay` moved every later one by that much.
+#[tokio::test(start_paused = true)]
+async fn a_tick_within_the_lateness_bound_is_not_missed() {
+    let ms = Duration::from_millis(1);
+    for (tick, wheel_size) in [(ms * 10, 1 << 20), (ms, 1024)] {
+        tokio::time::advance(Duration::from_micros(300)).await;
+        let timer = Timer::builder()
+            .tick(tick)
+            .wheel_size(wheel_size)
+            .build()
+            .unwrap();
+        tokio::time::advance(Duration::from_micros(800)).await;
+        for i in 0..(tick.as_micros() / 37) as u32 {
+            let start = Instant::now() + Duration::from_micros(37) * i;
+            let mut interval = timer.interval_at(start, PERIOD);
+            interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            for k in 0..3u32 {
+                let scheduled = interval.tick().await;
+                let late = Instant::now() - scheduled;
+                assert_eq!(
+                    scheduled - start,
+                    PERIOD * k,
+                    "{tick:?}/{wheel_size}, start +{i}×37 µs: tick {k} moved ({late:?} late)"
+                );
+                assert!(late < tick + ms, "{tick:?}/{wheel_size}: {late:?} late");
+            }
+        }
+    }
+}
