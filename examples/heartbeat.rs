@@ -7,7 +7,7 @@
 //!
 //! Each connection sends a heartbeat every 250 ms (staggered starts). The summary shows
 //! beats per second and how late they were against their scheduled instants: never
-//! early, and late by less than one tick plus scheduling delay.
+//! early, and late by less than one tick plus one millisecond, plus scheduling delay.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -20,7 +20,9 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
-    /// The timer was shut down (or its runtime was) and takes no new callbacks.
+    /// The timer was shut down (or its runtime was) and takes no new callbacks; from
+    /// [`Builder::build`](crate::Builder::build) or
+    /// [`build_on`](crate::Builder::build_on), the runtime has shut down.
     Shutdown,
     /// [`Builder::max_pending`](crate::Builder::max_pending) callbacks are pending already.
     AtCapacity {
