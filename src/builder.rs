@@ -62,7 +62,8 @@ impl Builder {
     ///
     /// While timers are due the driver wakes about once per tick, at the tick's end
     /// (or at the whole millisecond of Tokio's before it), and fires every timer whose
-    /// deadline has passed to within a quarter tick: the wheel turns in quarter ticks,
+    /// deadline has passed to within a quarter tick (the wheel turns in quarter ticks;
+    /// see [`wheel_size`](Builder::wheel_size) for wheels over 2^18 ticks),
     /// so a deadline early in a tick fires at the first wakeup after it, as a Tokio
     /// sleep would, rather than only once the whole tick has ended.
     ///

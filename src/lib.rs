@@ -50,7 +50,8 @@
 //! # Semantics
 //!
 //! * **Never early.** A timer fires at the first driver wakeup after its deadline,
-//!   to within a quarter tick (the wheel turns in quarter ticks); the driver wakes at
+//!   to within a quarter tick (the wheel turns in quarter ticks, or coarser steps on
+//!   wheels over 2^18 ticks); the driver wakes at
 //!   the end of each tick with something due, or at Tokio's whole millisecond just
 //!   before it. So a timer is late by less than one tick plus one millisecond (Tokio's
 //!   timer, which wakes the driver, counts whole milliseconds, and a tick's end rarely

@@ -14,6 +14,15 @@ fn timer() -> Timer {
     Timer::builder().tick(TICK).build().unwrap()
 }
 
+/// A current-thread runtime whose clock starts paused (time driver only).
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
 #[tokio::test(start_paused = true)]
 async fn pending_is_exact() {
     let timer = timer();
@@ -322,11 +331,7 @@ fn built_on_one_runtime_awaited_on_another() {
 fn a_sleep_from_a_paused_caller_on_a_timer_driven_by_a_multi_thread_runtime_lasts_its_duration() {
     let (_driver_rt, timer) = timer_on_its_own_runtime();
     for lead in [Duration::ZERO, Duration::from_secs(3600)] {
-        let paused = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let paused = paused_runtime();
         // The paused clock stands still while the real one runs on.
         std::thread::sleep(Duration::from_millis(300));
         paused.block_on(async {
@@ -370,11 +375,7 @@ fn a_sleep_from_a_paused_caller_on_a_timer_driven_by_another_current_thread_runt
 ) {
     let (_stop, timer) = timer_on_its_own_current_thread_runtime();
     for lead in [Duration::ZERO, Duration::from_secs(3600)] {
-        let paused = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let paused = paused_runtime();
         // The paused clock stands still while the real one runs on.
         std::thread::sleep(Duration::from_millis(300));
         let timer = timer.clone();
@@ -437,11 +438,7 @@ fn a_reset_sleep_asks_the_drivers_clock_not_the_callers() {
         .build()
         .unwrap();
     let timer = Timer::builder().tick(TICK).build_on(real.handle()).unwrap();
-    let paused = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let paused = paused_runtime();
     paused.block_on(async {
         tokio::time::advance(Duration::from_secs(3600)).await;
         let mut sleep = timer.sleep(Duration::from_secs(10));
@@ -466,11 +463,7 @@ fn an_intervals_tick_is_due_by_the_drivers_clock_not_the_callers() {
         .build()
         .unwrap();
     let timer = Timer::builder().tick(TICK).build_on(own.handle()).unwrap();
-    let paused = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let paused = paused_runtime();
     paused.block_on(async {
         tokio::time::advance(Duration::from_secs(3600)).await;
         // A second ahead on the driver's (real) clock, an hour behind the caller's.
@@ -510,11 +503,7 @@ fn a_thread_that_left_the_drivers_current_thread_runtime_measures_by_the_drivers
     });
     let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
     std::thread::spawn(move || drop(runtime.block_on(stopped)));
-    let paused = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let paused = paused_runtime();
     // The paused clock stands still while the real one runs on.
     std::thread::sleep(Duration::from_millis(300));
     let took = paused.block_on(async {
@@ -766,11 +755,7 @@ fn a_reset_sleep_used_in_a_thread_local_destructor_does_not_panic() {
 /// the real clock has passed but the paused driver's has not is not elapsed.
 #[test]
 fn in_a_thread_local_destructor_a_paused_drivers_deadline_is_not_passed_early() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = paused_runtime();
     let timer = runtime.block_on(async { Timer::builder().tick(TICK).build().unwrap() });
     let seen = seen_in_thread_local_teardown(&runtime, timer, Duration::from_millis(20));
     assert_eq!(seen, ["is_elapsed: false", "ready: false"]);
