@@ -43,7 +43,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Shutdown => f.write_str(
-                "the timer has been shut down (or its runtime has): build a new Timer to schedule more",
+                "the timer has been shut down (or its runtime has): build a new Timer on a running runtime",
             ),
             Error::AtCapacity { max } => write!(
                 f,
