@@ -51,9 +51,8 @@
 //!
 //! * **Never early.** A timer fires at the first driver wakeup after its deadline,
 //!   to within a quarter tick (the wheel turns in quarter ticks, or coarser steps on
-//!   wheels over 2^18 ticks); the driver wakes at
-//!   the end of each tick with something due, or at Tokio's whole millisecond just
-//!   before it. So a timer is late by less than one tick plus one millisecond (Tokio's
+//!   wheels over 2^18 ticks); the driver wakes at the end of each tick with something
+//!   due, or at Tokio's whole millisecond just before it. So a timer is late by less than one tick plus one millisecond (Tokio's
 //!   timer, which wakes the driver, counts whole milliseconds, and a tick's end rarely
 //!   falls on one), plus the runtime's scheduling delay (which under load can be as
 //!   large as the tick itself), and often by much less. Ticks are counted from when
