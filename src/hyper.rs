@@ -36,12 +36,16 @@ impl rt::Timer for Timer {
         self.shared().now().into_std()
     }
 
-    /// Moves a [`Sleep`] of this crate in place (whichever `Timer` made it, it stays
-    /// on that one); any other sleep is replaced by a new one from this timer.
+    /// Moves a [`Sleep`] this timer made in place; any other sleep (another
+    /// implementation's, or another `Timer`'s, whose clock may not be this one's) is
+    /// replaced by a new one from this timer, since `new_deadline` is an instant of
+    /// this timer's [`now`](rt::Timer::now).
     fn reset(&self, sleep: &mut Pin<Box<dyn rt::Sleep>>, new_deadline: StdInstant) {
         match sleep.as_mut().downcast_mut_pin::<Sleep>() {
-            Some(ours) => Pin::into_inner(ours).reset(Instant::from_std(new_deadline)),
-            None => *sleep = rt::Timer::sleep_until(self, new_deadline),
+            Some(ours) if std::ptr::eq(ours.shared(), &**self.shared()) => {
+                Pin::into_inner(ours).reset(Instant::from_std(new_deadline))
+            }
+            _ => *sleep = rt::Timer::sleep_until(self, new_deadline),
         }
     }
 }

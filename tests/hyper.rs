@@ -487,3 +487,42 @@ async fn reset_in_every_state_wakes_the_task_at_the_new_deadline() {
     }
     assert_eq!(timer.pending(), 0);
 }
+
+/// hyper's timer resets a sleep that another `Timer` made, on a clock an hour ahead of
+/// its own (a paused runtime, advanced): the new deadline, `now() + 200 ms` by the
+/// resetting timer, must not be read on the other timer's clock, where it has passed.
+#[test]
+fn reset_of_a_sleep_from_a_timer_on_another_clock_is_never_early() {
+    const AHEAD: Duration = Duration::from_millis(200);
+    let real = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_time()
+        .build()
+        .unwrap();
+    let hypers = Timer::builder().tick(TICK).build_on(real.handle()).unwrap();
+    let paused = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    paused.block_on(async {
+        let other = timer();
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        let mut sleep = HyperTimer::sleep(&other, Duration::from_secs(7200));
+        assert!(poll(&mut sleep).is_pending());
+        let start = std::time::Instant::now();
+        HyperTimer::reset(&hypers, &mut sleep, HyperTimer::now(&hypers) + AHEAD);
+        other.catch_up().await;
+        assert!(
+            poll(&mut sleep).is_pending(),
+            "ready at once, {AHEAD:?} early by the resetting timer's clock"
+        );
+        // Not under `tokio::time::timeout`: the paused clock would jump to its end at
+        // once, with nothing on this runtime to wait for but a wake from the other.
+        sleep.await;
+        let took = start.elapsed();
+        assert!(took >= AHEAD, "early: {took:?}");
+    });
+    drop(paused);
+    real.shutdown_background();
+}
