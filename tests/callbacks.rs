@@ -976,3 +976,38 @@ fn a_detached_callback_panicking_in_drop_at_the_runtimes_loss_hangs_nothing() {
         "the panic is caught and counted"
     );
 }
+
+/// A cancel frees capacity before the cancelled closure is dropped, as an expiry
+/// frees it before the callback runs: a closure whose captures re-arm a fallback when
+/// dropped can do so at `max_pending(1)`, with nothing pending any more.
+#[tokio::test(start_paused = true)]
+async fn a_cancel_frees_capacity_before_the_closure_is_dropped() {
+    type Outcome = Arc<Mutex<Option<(usize, Result<(), Error>)>>>;
+    struct Fallback {
+        timer: Timer,
+        outcome: Outcome,
+    }
+    impl Drop for Fallback {
+        fn drop(&mut self) {
+            let pending = self.timer.pending();
+            let result = self.timer.schedule_detached(Duration::from_secs(1), || {});
+            *self.outcome.lock().unwrap() = Some((pending, result));
+        }
+    }
+    let timer = Timer::builder().tick(TICK).max_pending(1).build().unwrap();
+    let outcome = Arc::new(Mutex::new(None));
+    let fallback = Fallback {
+        timer: timer.clone(),
+        outcome: outcome.clone(),
+    };
+    let handle = timer
+        .schedule(Duration::from_secs(1), move || drop(fallback))
+        .unwrap();
+    assert!(handle.cancel());
+    assert_eq!(
+        outcome.lock().unwrap().take(),
+        Some((0, Ok(()))),
+        "nothing pending, yet the fallback was refused"
+    );
+    assert_eq!(timer.pending(), 1);
+}

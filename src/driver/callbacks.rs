@@ -153,9 +153,11 @@ impl Shared {
         wheels.cancelled += 1;
         let released = wheels.callbacks.release_if_empty(RETAIN);
         drop(wheels);
+        // Counted out before the closure is dropped, as an expiry is before it runs:
+        // its captures may schedule again, and the room is free at once.
+        self.callback_gone();
         // The closure is dropped here, after the lock: its captures may do anything.
         drop((removed, released));
-        self.callback_gone();
         true
     }
 
