@@ -10,19 +10,16 @@ use crate::{Instant, Interval, Sleep, Timeout, Timer};
 pub(crate) fn default_timer() -> &'static Timer {
     static DEFAULT: OnceLock<Timer> = OnceLock::new();
     DEFAULT.get_or_init(|| {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .expect("tokio-wheel: cannot create the default timer's runtime");
-        let timer = Timer::builder()
+        // Its runtime is built, run and kept on its own thread: nothing here enters
+        // Tokio's context or drops a runtime, so a first use where Tokio holds its
+        // context borrowed works, and a failure panics (documented) without aborting
+        // and leaves the next call to try again.
+        let runtime = crate::background::runtime()
+            .expect("tokio-wheel: cannot start the default timer's thread and runtime");
+        Timer::builder()
             .real_clock()
-            .build_on(runtime.handle())
-            .expect("tokio-wheel: the default settings are valid");
-        std::thread::Builder::new()
-            .name("tokio-wheel".into())
-            .spawn(move || runtime.block_on(std::future::pending::<()>()))
-            .expect("tokio-wheel: cannot spawn the default timer's thread");
-        timer
+            .build_on(runtime)
+            .expect("tokio-wheel: cannot start the default timer's driver")
     })
 }
 

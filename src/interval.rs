@@ -28,6 +28,13 @@ use crate::Sleep;
 ///
 /// It is also a [`Stream`](futures_core::Stream) of the ticks' scheduled instants.
 ///
+/// # Shutdown
+///
+/// After [`Timer::shutdown`](crate::Timer::shutdown), or the loss of the driver's
+/// runtime, it goes on ticking once a period, never early (see
+/// [`Sleep`](crate::Sleep#shutdown)): a loop on it never spins. Check
+/// [`Timer::is_shutdown`](crate::Timer::is_shutdown) to stop it.
+///
 /// # Cancellation
 ///
 /// [`tick`](Interval::tick) is cancel-safe: if its future is dropped before it

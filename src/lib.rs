@@ -69,6 +69,9 @@
 //!   the last timer is cancelled, it wakes once more, when it had asked to).
 //! * **Exactly once.** A callback that is not cancelled runs once, or is returned by
 //!   [`Timer::shutdown`]; a panicking callback is caught and the timer goes on.
+//! * **Never early after shutdown either.** Once [`Timer::shutdown`] ran or the
+//!   driver's runtime is gone, futures are timed by Tokio's timer instead of the
+//!   wheel, still never early: nothing hangs and no [`Interval`] loop spins.
 //!
 //! # Default timer
 //!
@@ -96,6 +99,7 @@
 #![warn(missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
 
 // Modules depend in one direction: docs/DESIGN.md lists them bottom to top.
+mod background;
 mod builder;
 mod callback;
 mod clock;

@@ -32,8 +32,13 @@ use crate::driver::{Anchor, Registered, Registration, Shared, REGISTRATION_BITS}
 ///
 /// # Shutdown
 ///
-/// If the driver's runtime shuts down, every pending `Sleep` of that timer completes
-/// (early) rather than hanging, and later ones complete on first poll.
+/// After [`Timer::shutdown`](crate::Timer::shutdown), or once the driver's runtime has
+/// shut down, a `Sleep` of that timer, pending then or made later, still completes no
+/// earlier than its deadline: Tokio's timer times it instead of the wheel, on the
+/// driver's runtime when polled from a task there, otherwise on the default timer's
+/// runtime (the real clock; while the driver's runtime is alive, its clock, which may
+/// be paused, must agree). It neither hangs nor completes early. Only a `Sleep` that
+/// meets a stopped wheel pays for this (an allocation).
 ///
 /// # Examples
 ///
@@ -165,7 +170,12 @@ impl Sleep {
             // `true` is recorded, so that the next `poll` is `Ready` without reading
             // the clock (which `poll` then never needs to do).
             State::Reset => {
-                let passed = self.shared().has_passed(self.deadline);
+                let shared = self.shared();
+                let passed = if shared.is_shutdown() {
+                    shared.passed_elsewhere(self.deadline())
+                } else {
+                    shared.has_passed(self.deadline)
+                };
                 if passed {
                     self.state.store(State::Elapsed.pack(), Ordering::Relaxed);
                 }
@@ -173,8 +183,11 @@ impl Sleep {
             }
             State::Elapsed => true,
             State::Registered(reg) => {
-                self.shared().has_fired(reg, self.deadline)
-                    || !self.shared().is_pending(reg, self.step())
+                let shared = self.shared();
+                shared.has_fired(reg, self.deadline)
+                    || (!shared.is_pending(reg, self.step())
+                        // Not in the wheel and not fired: drained by shutdown.
+                        && (!shared.is_shutdown() || shared.passed_elsewhere(self.deadline())))
             }
         }
     }
@@ -189,6 +202,13 @@ impl Sleep {
         let step = self.step();
         self.deadline = self.shared().clock.offset_of(deadline);
         let to = self.step();
+        if let Some(anchor) = Arc::get_mut(&mut self.anchor) {
+            if let Some(fallback) = &mut anchor.fallback {
+                anchor
+                    .shared
+                    .reset_fallback(fallback, anchor.shared.clock.instant_at(self.deadline));
+            }
+        }
         let state = match self.state() {
             State::Idle | State::Reset | State::Elapsed => State::Reset,
             State::Registered(reg) => {
@@ -202,6 +222,23 @@ impl Sleep {
             }
         };
         self.set_state(state);
+    }
+
+    /// Times this `Sleep` on another clock, its wheel no longer turning (see
+    /// `driver::Fallback`), in an anchor of its own.
+    #[cold]
+    fn poll_fallback(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let deadline = self.deadline();
+        let anchor = Arc::make_mut(&mut self.anchor);
+        let ready = anchor
+            .shared
+            .poll_fallback(&mut anchor.fallback, deadline, cx);
+        let state = match ready {
+            Poll::Ready(()) => State::Elapsed,
+            Poll::Pending => State::Reset,
+        };
+        self.set_state(state);
+        ready
     }
 
     /// The shared state of the timer this `Sleep` belongs to.
@@ -218,17 +255,25 @@ impl Future for Sleep {
         let shared = &*this.anchor.shared;
         let state = match this.state() {
             State::Elapsed => return Poll::Ready(()),
+            State::Idle | State::Reset if this.anchor.fallback.is_some() => {
+                return this.poll_fallback(cx);
+            }
             State::Idle | State::Reset => match shared.register(this.step(), cx.waker()) {
                 Registered::Pending(reg) => State::Registered(reg),
                 Registered::Due => State::Elapsed,
+                Registered::Elsewhere => return this.poll_fallback(cx),
             },
             State::Registered(reg) => {
-                if shared.has_fired(reg, this.deadline)
-                    || !shared.update_waker(reg, this.step(), cx.waker())
-                {
+                if shared.has_fired(reg, this.deadline) {
+                    State::Elapsed
+                } else if shared.update_waker(reg, this.step(), cx.waker()) {
+                    return Poll::Pending;
+                } else if shared.has_fired(reg, this.deadline) || !shared.is_shutdown() {
+                    // Fired since the first look (the lock just taken shows it).
                     State::Elapsed
                 } else {
-                    return Poll::Pending;
+                    // Drained unfired by shutdown or the driver's loss.
+                    return this.poll_fallback(cx);
                 }
             }
         };

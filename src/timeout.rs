@@ -23,6 +23,12 @@ pin_project! {
     ///
     /// `Timeout<F>` is `Unpin` when `F` is.
     ///
+    /// # Shutdown
+    ///
+    /// After [`Timer::shutdown`](crate::Timer::shutdown), or the loss of the driver's
+    /// runtime, the deadline is still never early (see [`Sleep`](crate::Sleep#shutdown)):
+    /// the inner future keeps its full time.
+    ///
     /// # Cancellation
     ///
     /// Dropping a `Timeout` drops the inner future and cancels the deadline in O(1).

@@ -344,12 +344,18 @@ impl Timer {
 
     /// Stops the timer and returns every callback that never ran.
     ///
-    /// Once it returns, the driver task has ended; every pending [`Sleep`] has
-    /// completed (early) and every pending [`Timeout`] as `Err(Elapsed)`, so no task
-    /// waits forever; futures polled later complete at once, and later
-    /// [`schedule`](Timer::schedule) calls return [`Error::Shutdown`]. [`pending`] is 0.
-    /// Callbacks already handed to an executor are not waited for. Calling it again
-    /// returns an empty `Vec`.
+    /// Once it returns, the driver task has ended, [`pending`] is 0 and later
+    /// [`schedule`](Timer::schedule) calls return [`Error::Shutdown`]. Callbacks
+    /// already handed to an executor are not waited for. Calling it again returns an
+    /// empty `Vec`.
+    ///
+    /// Futures are never early, shut down or not: every [`Sleep`], [`Timeout`] and
+    /// [`Interval`] of this timer, pending now or made later, still completes no
+    /// earlier than its deadline, timed by Tokio's timer instead of the wheel: on
+    /// the driver's runtime when polled from a task there (its clock, paused or not),
+    /// otherwise on the [default timer](crate#default-timer)'s runtime (the real
+    /// clock, checked against the driver's runtime's clock while that runtime is
+    /// alive). So no task waits for ever, and no loop on an `Interval` spins.
     ///
     /// [`pending`]: Timer::pending
     ///
@@ -368,8 +374,10 @@ impl Timer {
     ///
     /// let unfired = timer.shutdown().await;
     /// assert_eq!(unfired.len(), 1); // the retry, which never ran
-    /// sleeper.await.unwrap(); // completed by the shutdown, an hour early
     /// assert_eq!(timer.pending(), 0);
+    /// let start = tokio::time::Instant::now();
+    /// sleeper.await.unwrap(); // still an hour: never early
+    /// assert!(start.elapsed() >= Duration::from_secs(3599));
     /// assert!(matches!(timer.schedule(Duration::ZERO, || {}), Err(Error::Shutdown)));
     /// # Ok(())
     /// # }
@@ -391,8 +399,10 @@ impl Timer {
     }
 
     /// Whether [`shutdown`](Timer::shutdown) was called, or the driver's runtime shut
-    /// down. From then on every future completes at once: a loop driven only by an
-    /// [`Interval`] should check this.
+    /// down. From then on `schedule` fails with [`Error::Shutdown`], and futures are
+    /// timed by Tokio's timer instead of the wheel (still never early; see
+    /// [`shutdown`](Timer::shutdown)): a loop driven by an [`Interval`] goes on
+    /// ticking once a period, and should check this to stop.
     pub fn is_shutdown(&self) -> bool {
         self.shared().is_shutdown()
     }
@@ -447,7 +457,7 @@ impl Builder {
     ///
     /// [`Error::InvalidConfig`] if a setting is out of range or `runtime` has no time
     /// driver; [`Error::Shutdown`] if `runtime` has shut down, where the driver could
-    /// never run (every sleep would complete at once).
+    /// never run.
     pub fn build_on(self, runtime: &tokio::runtime::Handle) -> Result<Timer, Error> {
         let mut config = self.validate()?;
         // A shard per thread that registers at once: per core, or per worker if the

@@ -190,20 +190,24 @@ async fn a_waker_that_panics_when_its_timer_fires_strands_nothing() {
     assert!(later.elapsed() >= after && later.elapsed() < after + TICK);
 }
 
-/// `shutdown` wakes every pending future, on the caller's thread: one panicking waker
-/// must not leave the others asleep, nor unwind into the caller.
+/// `shutdown` wakes every pending future, on the caller's thread, so that each goes
+/// on to its deadline on another clock: one panicking waker must not leave the others
+/// asleep for ever, nor unwind into the caller.
 #[tokio::test(start_paused = true)]
 async fn a_waker_that_panics_at_shutdown_strands_nothing() {
     let timer = timer();
     let t = timer.clone();
-    let other = tokio::spawn(async move { t.sleep(Duration::from_secs(3600)).await });
+    let hour = Duration::from_secs(3600);
+    let start = Instant::now();
+    let other = tokio::spawn(async move { t.sleep(hour).await });
     tokio::task::yield_now().await;
-    let _panicking = sleep_with_a_panicking_waker(&timer, Duration::from_secs(3600));
+    let _panicking = sleep_with_a_panicking_waker(&timer, hour);
     assert!(timer.shutdown().await.is_empty());
-    tokio::time::timeout(TICK, other)
+    tokio::time::timeout(hour + TICK, other)
         .await
         .expect("shutdown left a sleep pending")
         .unwrap();
+    assert!(start.elapsed() >= hour, "early: {:?}", start.elapsed());
     assert_eq!(timer.stats().callback_panics, 1);
 }
 

@@ -458,7 +458,9 @@ async fn shutdown_returns_unfired_and_completes_futures() {
         !handle.cancel(),
         "returned by shutdown: cancel stops nothing"
     );
+    // Pending ones still complete at their deadline, not early, on Tokio's clock.
     sleeper.await.unwrap();
+    assert!(start.elapsed() >= Duration::from_secs(3600));
     assert!(
         waiter.await.unwrap().is_err(),
         "a pending Timeout completes as Elapsed"
@@ -469,9 +471,12 @@ async fn shutdown_returns_unfired_and_completes_futures() {
     }
     assert_eq!(ran.load(Ordering::SeqCst), 101);
     assert_eq!(timer.schedule(TICK, || {}).unwrap_err(), Error::Shutdown);
-    // Completes at once (on its first poll), rather than hang.
+    // A later one neither completes at once nor hangs: it lasts its duration.
+    let before = Instant::now();
     let mut later = timer.sleep(Duration::from_secs(1));
-    assert!(futures::poll!(&mut later).is_ready());
+    assert!(futures::poll!(&mut later).is_pending());
+    later.await;
+    assert_eq!(before.elapsed(), Duration::from_secs(1));
     assert!(timer.shutdown().await.is_empty());
 }
 

@@ -11,15 +11,18 @@ use std::task::Waker;
 
 use tokio::time::Instant;
 
-use super::{lock, Registration, Shared, RETAIN};
+use super::{context, lock, Registration, Shared, RETAIN};
 use crate::wheel::InsertError;
 
 /// Outcome of a registration attempt.
 pub(crate) enum Registered {
     /// In the wheel here.
     Pending(Registration),
-    /// Due already (or the timer is shut down): complete now.
+    /// Due already: complete now.
     Due,
+    /// Not in the wheel, which no longer turns (shut down, its runtime gone) or is
+    /// full: time it with a [`Fallback`](super::Fallback) instead.
+    Elsewhere,
 }
 
 impl Shared {
@@ -37,15 +40,16 @@ impl Shared {
     /// never paused (the default timer's, a multi-thread runtime's): cheap, no runtime
     /// handle. Otherwise (a current-thread runtime's) the caller's Tokio clock when
     /// the caller is in the driver's runtime, and from anywhere else that runtime's
-    /// clock, read inside it (see [`driver_now`](Shared::driver_now)), or the caller's
-    /// where that cannot be read.
+    /// clock, read inside it (see [`driver_now`](Shared::driver_now)); the real clock
+    /// only if that fails (no thread can be started to read it).
     pub(crate) fn now(&self) -> Instant {
         if self.real_clock {
             Instant::from_std(std::time::Instant::now())
         } else if self.in_driver_runtime() {
             Instant::now()
         } else {
-            self.driver_now().unwrap_or_else(Instant::now)
+            self.driver_now()
+                .unwrap_or_else(|| Instant::from_std(std::time::Instant::now()))
         }
     }
 
@@ -53,7 +57,7 @@ impl Shared {
     /// clock is the driver's. Asked of the context, not of the thread: a thread that
     /// ran the driver may since have left its runtime (its `block_on` returned) for one
     /// whose clock is paused, or entered another one inside it.
-    fn in_driver_runtime(&self) -> bool {
+    pub(super) fn in_driver_runtime(&self) -> bool {
         let Some(runtime) = &self.runtime else {
             return true;
         };
@@ -62,25 +66,35 @@ impl Shared {
 
     /// Now, by the clock the driver follows (its runtime's, which may be paused when
     /// the caller's is not, or the other way round): what the driver will find when it
-    /// next turns, whoever asks. `None` when that clock cannot be read: once this
-    /// thread's Tokio context is torn down (in a thread-local's destructor), or while
-    /// Tokio holds it borrowed. Tokio's `enter` would panic, and the real clock is no
-    /// stand-in (it may be ahead of a paused one).
+    /// next turns, whoever asks. `None` only when no thread can be started to read it.
+    ///
+    /// Read in place where that cannot panic; in a thread-local's destructor, once the
+    /// thread's Tokio context is torn down, on a thread of its own
+    /// ([`context::on_own_thread`]). From another runtime's context it enters the
+    /// driver's runtime in place, as cheaply as every `sleep(d)` there needs: that
+    /// panics only while Tokio holds the context borrowed (a future dropped by
+    /// `tokio::spawn` on a runtime that has shut down), which Tokio gives no way to
+    /// ask about. The panic, which happens before `enter` changes anything, is caught
+    /// and the clock read on a thread of its own; under `panic = "abort"` it aborts,
+    /// as Tokio's own `Handle::enter` does there (documented in RELIABILITY.md).
     pub(crate) fn driver_now(&self) -> Option<Instant> {
         let Some(runtime) = &self.runtime else {
             return Some(Instant::now());
         };
-        if tokio::runtime::Handle::try_current().is_err_and(|e| e.is_thread_local_destroyed()) {
-            return None;
+        match tokio::runtime::Handle::try_current() {
+            Ok(current) if current.id() == runtime.id() => Some(Instant::now()),
+            Ok(_) => catch_unwind(AssertUnwindSafe(|| {
+                let _enter = runtime.enter();
+                Instant::now()
+            }))
+            .ok()
+            .or_else(|| context::on_own_thread(runtime, Instant::now)),
+            Err(e) if e.is_missing_context() => {
+                let _enter = runtime.enter();
+                Some(Instant::now())
+            }
+            Err(_) => context::on_own_thread(runtime, Instant::now),
         }
-        // `enter` also panics while Tokio holds its context borrowed (a future dropped
-        // by `tokio::spawn` on a runtime that has shut down): unknown then too. The
-        // panic happens before `enter` changes anything.
-        catch_unwind(AssertUnwindSafe(|| {
-            let _enter = runtime.enter();
-            Instant::now()
-        }))
-        .ok()
     }
 
     /// Whether the deadline `offset` of a future that is not in the wheel has passed,
@@ -101,7 +115,7 @@ impl Shared {
         let (index, shard) = self.local();
         let mut wheels = lock(&shard.wheels);
         if self.shutdown.load(Ordering::SeqCst) {
-            return Registered::Due;
+            return Registered::Elsewhere;
         }
         match wheels.futures.insert(step, waker.clone()) {
             Ok(key) => {
@@ -109,9 +123,10 @@ impl Shared {
                 self.notify_if_earlier(step);
                 Registered::Pending(Registration { shard: index, key })
             }
+            Err((_, InsertError::Elapsed)) => Registered::Due,
             // Entries are 32 bytes and a shard holds 2^32 - 1 of them; a future's
-            // registration that would overflow it completes instead of panicking.
-            Err((_, InsertError::Elapsed | InsertError::Full)) => Registered::Due,
+            // registration that would overflow it is timed elsewhere.
+            Err((_, InsertError::Full)) => Registered::Elsewhere,
         }
     }
 

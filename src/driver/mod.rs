@@ -12,6 +12,9 @@
 //! * `callbacks.rs` — what a [`Scheduled`](crate::Scheduled) asks, the keep-alive of
 //!   detached callbacks, and handing expired callbacks to their executor.
 //! * `turn.rs` — one turn of the driver, parking without lost wakeups, shutdown.
+//! * `context.rs` — entering a runtime's context without `Handle::enter`'s panics.
+//! * `fallback.rs` — timing a `Sleep` once the wheel no longer turns (shut down, its
+//!   runtime gone): never early, on another clock.
 //! * `task.rs` — the Tokio task that turns, and when it asks Tokio to wake it.
 //!
 //! # Implementation
@@ -45,11 +48,14 @@ use crate::wheel::{Key, Wheel, KEY_BITS};
 use crate::{Executor, Stats};
 
 mod callbacks;
+mod context;
+mod fallback;
 mod futures;
 mod task;
 mod turn;
 
 pub(crate) use callbacks::CallbackState;
+pub(crate) use fallback::Fallback;
 pub(crate) use futures::Registered;
 pub(crate) use task::start;
 #[cfg(loom)]
@@ -153,7 +159,8 @@ impl Wheels {
 struct Shard {
     wheels: Mutex<Wheels>,
     /// `wheels.futures.elapsed()`, mirrored after every change under the lock, so a
-    /// future can learn it has fired without taking the lock; `u64::MAX` once shut down.
+    /// future can learn it has fired without taking the lock. Shutdown leaves it
+    /// where it is: what had fired by then, not what shutdown drained unfired.
     elapsed: AtomicU64,
 }
 
@@ -177,9 +184,11 @@ pub(crate) struct Shared {
     /// driver. See [`Shared::park`] for why no registration can be missed.
     parked_until: AtomicU64,
     /// Set by shutdown or when the driver's runtime drops it, before the shards are
-    /// drained; read under a shard's lock. From then on nothing registers and every
-    /// future completes at once.
+    /// drained; read under a shard's lock. From then on nothing registers, and futures
+    /// are timed by a [`Fallback`] instead.
     shutdown: AtomicBool,
+    /// Set when the driver's runtime dropped the driver (its clock is gone too).
+    lost: AtomicBool,
     /// Pending callbacks in all shards (the count `max_pending` bounds).
     callbacks: AtomicUsize,
     /// The timer itself, held while a detached callback may be pending: such a
@@ -230,20 +239,37 @@ impl fmt::Debug for Shared {
 /// for the whole timer, threads creating and dropping timeouts at once would pass that
 /// cache line between them twice per timeout. `Timer` handles own the anchors; each
 /// anchor keeps `Shared`, and so the driver, alive, as a `Timer` clone would.
+///
+/// A `Sleep` that meets a wheel that no longer turns takes an anchor of its own and
+/// keeps its [`Fallback`] there: in the room the alignment leaves, so that neither a
+/// `Sleep` nor a shared anchor grows for it.
 #[repr(align(128))] // the counts (at the start of the Arc) alone in their cache lines
 pub(crate) struct Anchor {
     pub(crate) shared: Arc<Shared>,
+    /// Only in an anchor one `Sleep` holds alone.
+    pub(crate) fallback: Option<Fallback>,
+}
+
+/// A clone holds the same timer and no fallback: what `Arc::make_mut` gives a `Sleep`
+/// that needs an anchor of its own.
+impl Clone for Anchor {
+    fn clone(&self) -> Self {
+        Anchor::new(self.shared.clone())
+    }
 }
 
 impl Anchor {
+    fn new(shared: Arc<Shared>) -> Anchor {
+        Anchor {
+            shared,
+            fallback: None,
+        }
+    }
+
     /// One anchor per shard of `shared`.
     pub(crate) fn all(shared: &Arc<Shared>) -> Arc<[Arc<Anchor>]> {
         (0..shared.shards.len())
-            .map(|_| {
-                Arc::new(Anchor {
-                    shared: shared.clone(),
-                })
-            })
+            .map(|_| Arc::new(Anchor::new(shared.clone())))
             .collect()
     }
 
@@ -296,6 +322,7 @@ impl Shared {
             shards,
             parked_until: AtomicU64::new(u64::MAX),
             shutdown: AtomicBool::new(false),
+            lost: AtomicBool::new(false),
             callbacks: AtomicUsize::new(0),
             keep_alive: Mutex::new(None),
             kept_alive: AtomicBool::new(false),

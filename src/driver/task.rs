@@ -27,41 +27,51 @@ use tokio::sync::Notify;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use super::turn::Turn;
-use super::Shared;
+use super::{context, Shared};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::Error;
 
 /// Creates the shared state and spawns its driver on `runtime`.
+///
+/// Everything that needs `runtime`'s context (its clock, its time driver) is done
+/// through [`context::enter`], which never panics: a timer can be built where Tokio
+/// holds its context borrowed, or has torn it down.
 pub(crate) fn start(
     config: Config,
     runtime: &tokio::runtime::Handle,
 ) -> Result<Arc<Shared>, Error> {
     let step = config.tick;
-    let interval = {
-        let _enter = runtime.enter();
-        // tokio panics when the runtime was built without its time driver; turn that
-        // into an error here rather than a panic in the driver task later.
-        catch_unwind(|| {
+    let handle = runtime.clone();
+    let made = context::enter(runtime, move || {
+        // tokio panics when the runtime was built without its time driver, and offers
+        // no way to ask first: the panic is caught, to be an error here rather than
+        // a panic in the driver task later (under `panic = "abort"` the process
+        // aborts, as at any use of Tokio's timer there; documented on `build`).
+        let interval = catch_unwind(|| {
             let mut interval = tokio::time::interval(step);
             interval.set_missed_tick_behavior(MissedTickBehavior::Skip);
             interval
         })
-        .map_err(|_| {
-            Error::InvalidConfig(
+        .ok()?;
+        // On the driver's runtime, so that the origin is read from the clock the
+        // driver follows: a caller on another runtime whose clock is paused and
+        // advanced (a test using the default timer first) would otherwise put the
+        // origin ahead of it, and every later deadline would be due early.
+        Some((interval, Shared::new(config, Some(handle))))
+    });
+    let (interval, shared) =
+        match made {
+            Some(Some(made)) => made,
+            Some(None) => return Err(Error::InvalidConfig(
                 "the Tokio runtime has no time driver: build it with enable_time() or enable_all()"
                     .into(),
-            )
-        })?
-    };
-    // On the driver's runtime, so that the origin is read from the clock the driver
-    // follows: a caller on another runtime whose clock is paused and advanced (a test
-    // using the default timer first) would otherwise put the origin ahead of it, and
-    // every later deadline would be due early.
-    let shared = {
-        let _enter = runtime.enter();
-        Shared::new(config, Some(runtime.clone()))
-    };
+            )),
+            None => return Err(Error::InvalidConfig(
+                "cannot enter the runtime's context from here, and no thread could be started to"
+                    .into(),
+            )),
+        };
     // The guard is made here and moved into the task, not made by the task's body:
     // a runtime dropped before it first polls the task still drops the guard.
     let guard = DriverGuard {

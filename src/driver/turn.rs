@@ -165,7 +165,6 @@ impl Shared {
                 unfired.push(callback);
             }
             wheels.unfired.sort_unstable();
-            shard.elapsed.store(u64::MAX, Ordering::Release);
         }
         let rejected = std::mem::take(&mut *lock(&self.rejected));
         self.notify.notify_one();
@@ -186,6 +185,7 @@ impl Shared {
     /// them but `shutdown`, and one holding a `Timer` clone would keep the timer, and
     /// itself, alive for ever. Detached ones no longer keep the timer alive.
     pub(crate) fn driver_lost(&self) {
+        self.mark_lost();
         self.shutdown.store(true, Ordering::SeqCst);
         let mut wakers = Vec::new();
         let mut unowned = Vec::new();
@@ -199,7 +199,6 @@ impl Shared {
             stranded += wheels.callbacks.len();
             wakers.extend(wheels.futures.drain().map(|(_, _, waker)| waker));
             unowned.extend(wheels.callbacks.remove_where(Callback::is_unowned));
-            shard.elapsed.store(u64::MAX, Ordering::Release);
         }
         // Handed back by an executor since the last turn: no handle owns them either.
         let rejected = std::mem::take(&mut *lock(&self.rejected));

@@ -1,0 +1,220 @@
+//! After `shutdown()` or the loss of the driver's runtime: never early, nothing spins,
+//! nothing hangs; and the edges where Tokio's context is borrowed or torn down.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_wheel::{Error, Timer};
+
+const TICK: Duration = Duration::from_millis(10);
+/// Tokio's timer, which times a shut-down timer's futures, rounds up to its
+/// millisecond.
+const MS: Duration = Duration::from_millis(1);
+/// Real-clock tests: how late a busy two-core machine may make a wakeup.
+const SLACK: Duration = Duration::from_millis(150);
+
+fn timer() -> Timer {
+    Timer::builder().tick(TICK).build().unwrap()
+}
+
+/// Asserts `at` lies in `[deadline, deadline + late)`.
+fn on_time(at: Instant, deadline: Instant, late: Duration) {
+    assert!(at >= deadline, "early by {:?}", deadline - at);
+    assert!(at < deadline + late, "late by {:?}", at - deadline);
+}
+
+/// The heartbeat loop of the issue: it ticked 441 715 times in 150 ms once the timer
+/// was shut down. Across a shutdown it still ticks once a period, each tick at its
+/// scheduled instant (paused clock), never early.
+#[tokio::test(start_paused = true)]
+async fn an_interval_ticks_once_a_period_across_a_shutdown() {
+    let timer = timer();
+    let period = Duration::from_millis(100);
+    let start = Instant::now();
+    let mut heartbeat = timer.interval(period);
+    let t = timer.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert!(t.shutdown().await.is_empty());
+    });
+    let mut ticks = Vec::new();
+    // Bounded: a spinning interval would tick without the paused clock moving.
+    while ticks.len() < 1000 && start.elapsed() < Duration::from_secs(1) {
+        let scheduled = heartbeat.tick().await;
+        on_time(Instant::now(), scheduled, TICK + MS);
+        ticks.push(scheduled - start);
+    }
+    assert!(timer.is_shutdown());
+    let expected: Vec<_> = (0..=10).map(|i| period * i).collect();
+    assert_eq!(ticks, expected);
+}
+
+/// Sleeps and timeouts pending at shutdown, or made after it, complete at their
+/// deadline on the driver's (paused) clock: `timeout(5 s, a 50 ms future)` returned
+/// `Err(Elapsed)` at once, and a sleep was ready on its first poll.
+#[tokio::test(start_paused = true)]
+async fn sleeps_and_timeouts_after_shutdown_are_never_early_on_the_paused_clock() {
+    let timer = timer();
+    let start = Instant::now();
+    let pending = tokio::spawn({
+        let timer = timer.clone();
+        async move {
+            timer.sleep(Duration::from_millis(500)).await;
+            Instant::now()
+        }
+    });
+    let mut registered = timer.sleep(Duration::from_millis(300));
+    assert!(futures::poll!(&mut registered).is_pending());
+    tokio::task::yield_now().await;
+    assert_eq!(timer.pending(), 2);
+    assert!(timer.shutdown().await.is_empty());
+    assert!(!registered.is_elapsed(), "drained by shutdown, not fired");
+
+    // Made after the shutdown.
+    let answer = timer
+        .timeout(
+            Duration::from_secs(5),
+            tokio::time::sleep(Duration::from_millis(50)),
+        )
+        .await;
+    assert_eq!(answer, Ok(()), "a 50 ms future within a 5 s timeout");
+    on_time(Instant::now(), start + Duration::from_millis(50), MS);
+    let deadline = Instant::now() + Duration::from_millis(120);
+    timer.sleep(Duration::from_millis(120)).await;
+    on_time(Instant::now(), deadline, MS);
+
+    (&mut registered).await;
+    on_time(Instant::now(), start + Duration::from_millis(300), MS);
+    assert!(registered.is_elapsed());
+    on_time(
+        pending.await.unwrap(),
+        start + Duration::from_millis(500),
+        MS,
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let slow = timer.timeout(Duration::from_secs(5), std::future::pending::<()>());
+    assert!(slow.await.is_err());
+    on_time(Instant::now(), deadline, MS);
+}
+
+/// A reset after shutdown moves the deadline on the other clock too, both ways.
+#[tokio::test(start_paused = true)]
+async fn a_sleep_reset_after_shutdown_follows_its_new_deadline() {
+    let timer = timer();
+    timer.shutdown().await;
+    let mut sleep = timer.sleep(Duration::from_secs(10));
+    assert!(futures::poll!(&mut sleep).is_pending());
+    let deadline = Instant::now() + Duration::from_millis(30);
+    sleep.reset(deadline);
+    assert!(!sleep.is_elapsed());
+    (&mut sleep).await;
+    on_time(Instant::now(), deadline, MS);
+    let deadline = Instant::now() + Duration::from_millis(70);
+    sleep.reset(deadline);
+    (&mut sleep).await;
+    on_time(Instant::now(), deadline, MS);
+}
+
+fn timer_on_its_own_runtime() -> (tokio::runtime::Runtime, Timer) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let timer = Timer::builder()
+        .tick(TICK)
+        .build_on(runtime.handle())
+        .unwrap();
+    (runtime, timer)
+}
+
+fn real_now() -> Instant {
+    Instant::from_std(std::time::Instant::now())
+}
+
+/// After an explicit shutdown, from another runtime (real clock): never early, late by
+/// less than a tick and a few milliseconds.
+#[test]
+fn after_shutdown_sleeps_from_another_runtime_are_never_early() {
+    let (_driver, timer) = timer_on_its_own_runtime();
+    let caller = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    caller.block_on(async {
+        assert!(timer.shutdown().await.is_empty());
+        let start = real_now();
+        let answer = timer
+            .timeout(
+                Duration::from_secs(5),
+                tokio::time::sleep(Duration::from_millis(50)),
+            )
+            .await;
+        assert_eq!(answer, Ok(()));
+        on_time(real_now(), start + Duration::from_millis(50), SLACK);
+        let deadline = real_now() + Duration::from_millis(200);
+        timer.sleep(Duration::from_millis(200)).await;
+        on_time(real_now(), deadline, TICK + SLACK);
+    });
+    // And from a plain executor, with no runtime at all.
+    let deadline = real_now() + Duration::from_millis(100);
+    futures::executor::block_on(timer.sleep(Duration::from_millis(100)));
+    on_time(real_now(), deadline, TICK + SLACK);
+}
+
+/// The issue's third observation: a 10 s sleep polled from another runtime completed
+/// 100 ms in, when its timer's runtime was dropped. It completes at its deadline.
+#[test]
+fn after_the_runtimes_loss_a_sleep_from_another_runtime_is_never_early() {
+    let (driver, timer) = timer_on_its_own_runtime();
+    let caller = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let after = Duration::from_millis(600);
+    let deadline = real_now() + after;
+    let sleep = timer.sleep_until(deadline);
+    let waiter = std::thread::spawn(move || {
+        caller.block_on(sleep);
+        real_now()
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    drop(driver);
+    assert!(timer.is_shutdown());
+    on_time(waiter.join().unwrap(), deadline, TICK + SLACK);
+    // Made after the loss, polled from a plain executor.
+    let deadline = real_now() + Duration::from_millis(100);
+    futures::executor::block_on(timer.sleep(Duration::from_millis(100)));
+    on_time(real_now(), deadline, TICK + SLACK);
+    assert_eq!(timer.schedule(TICK, || {}).unwrap_err(), Error::Shutdown);
+}
+
+/// A timer whose driver runs on a paused runtime of its own, shut down, then polled
+/// from another runtime that follows the real clock: the real clock passes the
+/// deadline long before the paused one, which decides (never early on it).
+#[test]
+fn after_shutdown_a_paused_drivers_clock_still_decides() {
+    let driver = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let timer = driver.block_on(async { timer() });
+    driver.block_on(timer.shutdown());
+    let handle = driver.handle().clone();
+    let start = handle.block_on(async { Instant::now() });
+    let mut sleep = timer.sleep(Duration::from_millis(50));
+    let waker = futures::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(std::pin::Pin::new(&mut sleep).poll(&mut cx).is_pending());
+    std::thread::sleep(Duration::from_millis(100));
+    // The real clock is past the deadline; the driver's paused clock is not.
+    assert!(!sleep.is_elapsed());
+    assert!(std::pin::Pin::new(&mut sleep).poll(&mut cx).is_pending());
+    driver.block_on(tokio::time::advance(Duration::from_millis(50)));
+    assert!(handle.block_on(async { Instant::now() }) >= start + Duration::from_millis(50));
+    assert!(sleep.is_elapsed());
+    assert!(std::pin::Pin::new(&mut sleep).poll(&mut cx).is_ready());
+}
