@@ -173,6 +173,16 @@ pub mod loom_hooks {
         Timer::from_shared(Shared::new(config, None))
     }
 
+    /// A timer as [`timer`], with at most `max_pending` callbacks pending.
+    pub fn capped_timer(tick: Duration, max_pending: usize) -> Timer {
+        let config = Builder::default()
+            .tick(tick)
+            .max_pending(max_pending)
+            .validate()
+            .expect("valid tick");
+        Timer::from_shared(Shared::new(config, None))
+    }
+
     /// One driver turn, as if the clock had reached the end of tick `now`.
     pub fn turn(timer: &Timer, now: u64) {
         let mut expired = Vec::new();

@@ -16,7 +16,7 @@ use std::time::Duration;
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::thread;
 use tokio_wheel::loom_hooks::{
-    kept_alive, lose_driver, parked_until, shutdown, tick_end, timer, turn,
+    capped_timer, kept_alive, lose_driver, parked_until, shutdown, tick_end, timer, turn,
 };
 use tokio_wheel::{Error, Instant, Sleep, Timer};
 
@@ -272,5 +272,31 @@ fn detach_vs_driver_lost_counts_the_callback_stranded() {
         lost.join().unwrap();
         assert_eq!(timer.stats().stranded_callbacks, 1);
         assert_eq!(timer.pending(), 0);
+    });
+}
+
+/// `max_pending(1)`: one thread cancels its only callback and schedules again while
+/// another schedules too. Exactly one of the two gets the room: a refused `schedule`
+/// never holds it, not even for a moment (counted, then taken back, it refused the
+/// other with nothing pending).
+#[test]
+fn schedule_vs_schedule_at_capacity_refuses_only_for_a_pending_callback() {
+    loom::model(|| {
+        let timer = capped_timer(TICK, 1);
+        let first = timer.schedule_at(in_tick(&timer, 1), || ()).unwrap();
+        let other = {
+            let timer = timer.clone();
+            thread::spawn(move || timer.schedule_at(in_tick(&timer, 1), || ()))
+        };
+        assert!(first.cancel());
+        let again = timer.schedule_at(in_tick(&timer, 1), || ());
+        let other = other.join().unwrap();
+        assert!(
+            again.is_ok() != other.is_ok(),
+            "again {:?}, other {:?}",
+            again.as_ref().err(),
+            other.as_ref().err()
+        );
+        assert_eq!(timer.pending(), 1);
     });
 }

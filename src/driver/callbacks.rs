@@ -76,19 +76,12 @@ impl Shared {
     /// is due at, which together name it (see [`wheel`](crate::wheel)).
     pub(crate) fn schedule(&self, callback: Callback) -> Result<(Registration, u64), Error> {
         let step = self.clock.step_at_offset(callback.deadline());
-        if self.callbacks.fetch_add(1, Ordering::SeqCst) >= self.max_pending {
-            self.callback_gone();
-            return Err(Error::AtCapacity {
-                max: self.max_pending,
-            });
-        }
         let (index, shard) = self.local();
         let mut wheels = lock(&shard.wheels);
         if self.shutdown.load(Ordering::SeqCst) {
             drop(wheels);
             // The closure is dropped after the lock: its captures may do anything.
             drop(callback);
-            self.callback_gone();
             return Err(Error::Shutdown);
         }
         // Due already: run at the next step rather than on the caller's stack.
@@ -104,12 +97,21 @@ impl Shared {
             self.driver_now()
                 .is_none_or(|now| self.clock.step_now(now) >= last)
         };
-        let insert = if step > last || (step == last && clock_past_last()) {
-            Err((callback, InsertError::Elapsed))
+        let refused = if step > last || (step == last && clock_past_last()) {
+            Some(Error::OutOfRange)
+        } else if !self.count_in() {
+            Some(Error::AtCapacity {
+                max: self.max_pending,
+            })
         } else {
-            wheels.callbacks.insert(step, callback)
+            None
         };
-        match insert {
+        if let Some(error) = refused {
+            drop(wheels);
+            drop(callback);
+            return Err(error);
+        }
+        match wheels.callbacks.insert(step, callback) {
             Ok(key) => {
                 drop(wheels);
                 self.notify_if_earlier(step);
@@ -120,12 +122,34 @@ impl Shared {
                 drop(callback);
                 self.callback_gone();
                 Err(match why {
-                    // Even the wheel's last step is processed: the clock is past its range.
                     InsertError::Elapsed => Error::OutOfRange,
                     InsertError::Full => Error::AtCapacity {
                         max: MAX_ENTRIES.min(self.max_pending),
                     },
                 })
+            }
+        }
+    }
+
+    /// Counts one more pending callback if fewer than `max_pending` are: a
+    /// compare-and-swap below the limit, so that the count never holds a callback
+    /// that is then refused, which a concurrent `schedule` would see as pending (with
+    /// `max_pending(1)`, a refusal with nothing pending). Called under the shard's
+    /// lock, after every other check, just before the insert.
+    fn count_in(&self) -> bool {
+        let mut count = self.callbacks.load(Ordering::SeqCst);
+        loop {
+            if count >= self.max_pending {
+                return false;
+            }
+            match self.callbacks.compare_exchange_weak(
+                count,
+                count + 1,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => return true,
+                Err(now) => count = now,
             }
         }
     }
