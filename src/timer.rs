@@ -453,6 +453,13 @@ impl Builder {
     /// any Tokio runtime with its time driver enabled; the timer's futures can then be
     /// awaited from any runtime or executor.
     ///
+    /// It can be called from anywhere, including where `Handle::enter` would panic: in
+    /// a thread-local's destructor, or while Tokio holds its context borrowed (in the
+    /// drop of a future that `tokio::spawn` refused on a runtime that has shut down).
+    /// From another runtime's context it enters `runtime` on a short-lived thread of
+    /// its own (tens of microseconds), since Tokio cannot tell whether entering in
+    /// place would panic.
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidConfig`] if a setting is out of range or `runtime` has no time

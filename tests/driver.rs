@@ -2,11 +2,13 @@
 //! configuration errors.
 
 use std::future::Future;
-use std::task::Poll;
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_wheel::{Error, Sleep, Timer};
+
+mod common;
+use common::answer_while_tokio_holds_its_context;
 
 const TICK: Duration = Duration::from_millis(10);
 
@@ -772,49 +774,6 @@ fn in_a_thread_local_destructor_a_paused_drivers_deadline_is_not_passed_early() 
     let timer = runtime.block_on(async { Timer::builder().tick(TICK).build().unwrap() });
     let seen = seen_in_thread_local_teardown(&runtime, timer, Duration::from_millis(20));
     assert_eq!(seen, ["is_elapsed: false", "ready: false"]);
-}
-
-/// A future, ready at once, that runs its closure when dropped: what `tokio::spawn`
-/// on a runtime that has shut down does with it runs inside Tokio, while Tokio holds
-/// its context borrowed.
-struct RunsWhenDropped<F: FnOnce() + Unpin>(Option<F>);
-
-impl<F: FnOnce() + Unpin> Future for RunsWhenDropped<F> {
-    type Output = ();
-    fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<()> {
-        Poll::Ready(())
-    }
-}
-
-impl<F: FnOnce() + Unpin> Drop for RunsWhenDropped<F> {
-    fn drop(&mut self) {
-        if let Some(f) = self.0.take() {
-            f();
-        }
-    }
-}
-
-/// Runs `f` inside `tokio::spawn` on a runtime that has shut down (which drops the
-/// future at once, Tokio's context borrowed), catching a panic; its answer, or
-/// "panicked".
-fn answer_while_tokio_holds_its_context(
-    f: impl FnOnce() -> String + Send + Unpin + 'static,
-) -> String {
-    use std::panic::{catch_unwind, AssertUnwindSafe};
-    let closed = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let handle = closed.handle().clone();
-    drop(closed);
-    let (seen, said) = std::sync::mpsc::channel();
-    {
-        let _closed = handle.enter();
-        drop(tokio::spawn(RunsWhenDropped(Some(move || {
-            let answer = catch_unwind(AssertUnwindSafe(f));
-            let _ = seen.send(answer.unwrap_or_else(|_| "panicked".into()));
-        }))));
-    }
-    said.recv().unwrap()
 }
 
 /// There, entering the driver's runtime to read its clock would panic: a reset

@@ -91,3 +91,69 @@ fn max_pending_refuses_only_when_that_many_are_pending() {
     assert!(rounds > 1000, "{rounds} rounds");
     assert_eq!(timer.pending(), 0);
 }
+
+mod common;
+use common::{answer_while_tokio_holds_its_context, assert_child_ok, is_child, run_in_child};
+
+fn runtime_with_time() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+/// `build_on` a live runtime while Tokio holds its context borrowed (a future dropped
+/// by `tokio::spawn` on a runtime that has shut down) returns a working timer: it
+/// panicked ("already borrowed"), entering the runtime in place.
+#[test]
+fn build_on_while_tokio_holds_its_context_returns_a_timer() {
+    let runtime = runtime_with_time();
+    let handle = runtime.handle().clone();
+    let (send, made) = std::sync::mpsc::channel();
+    let answer = answer_while_tokio_holds_its_context(move || {
+        let built = Timer::builder().build_on(&handle);
+        let answer = format!(
+            "{:?}",
+            built.as_ref().map(|_| "timer").map_err(|e| e.to_string())
+        );
+        let _ = send.send(built);
+        answer
+    });
+    assert_eq!(answer, "Ok(\"timer\")");
+    let timer = made.recv().unwrap().unwrap();
+    let start = std::time::Instant::now();
+    runtime.block_on(timer.sleep(Duration::from_millis(30)));
+    assert!(start.elapsed() >= Duration::from_millis(30));
+}
+
+/// `build()` there is on a runtime that has shut down: `Error::Shutdown`, as
+/// documented, not a panic.
+#[test]
+fn build_while_tokio_holds_its_context_is_an_error() {
+    let answer = answer_while_tokio_holds_its_context(|| match Timer::builder().build() {
+        Ok(_) => "a timer".into(),
+        Err(e) => format!("{e:?}"),
+    });
+    assert_eq!(answer, "Shutdown");
+}
+
+/// The first use of the default timer there aborted the process: its initialisation
+/// panicked entering its new runtime, and unwinding dropped that runtime, whose drop
+/// panicked again. Run in a child process; the default timer works afterwards.
+#[test]
+fn the_default_timers_first_use_while_tokio_holds_its_context_does_not_abort() {
+    const NAME: &str = "the_default_timers_first_use_while_tokio_holds_its_context_does_not_abort";
+    if !is_child() {
+        return assert_child_ok(&run_in_child(NAME), "child: default timer ok");
+    }
+    let answer = answer_while_tokio_holds_its_context(|| {
+        let sleep = tokio_wheel::sleep(Duration::from_millis(20));
+        format!("{}", sleep.is_elapsed())
+    });
+    assert_eq!(answer, "false");
+    let start = std::time::Instant::now();
+    runtime_with_time().block_on(tokio_wheel::sleep(Duration::from_millis(20)));
+    assert!(start.elapsed() >= Duration::from_millis(20));
+    println!("child: default timer ok");
+}

@@ -254,3 +254,75 @@ fn new_is_const_as_towers_is() {
         tokio_wheel::tower::Timeout::new((), Duration::from_secs(1));
     let _ = (LAYER, SERVICE);
 }
+
+/// The first request through `TimeoutLayer::new` (the default timer's first use)
+/// made where Tokio holds its context borrowed (a future dropped by `tokio::spawn` on
+/// a runtime that has shut down) aborted the process. Run in a child process; the
+/// layer works afterwards. Self-contained.
+#[test]
+fn the_first_request_while_tokio_holds_its_context_does_not_abort() {
+    const NAME: &str = "the_first_request_while_tokio_holds_its_context_does_not_abort";
+    const CHILD: &str = "TOKIO_WHEEL_TEST_CHILD";
+    const MARKER: &str = "child: the layer works";
+    if std::env::var_os(CHILD).is_none() {
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([NAME, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && stdout.contains(MARKER),
+            "child: {:?}\n{stdout}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        return;
+    }
+    /// Runs its closure when dropped, as `tokio::spawn` on a closed runtime drops it.
+    struct RunsWhenDropped<F: FnOnce() + Unpin>(Option<F>);
+    impl<F: FnOnce() + Unpin> std::future::Future for RunsWhenDropped<F> {
+        type Output = ();
+        fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<()> {
+            Poll::Ready(())
+        }
+    }
+    impl<F: FnOnce() + Unpin> Drop for RunsWhenDropped<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    let layer = TimeoutLayer::new(Duration::from_millis(30));
+    let slow = || service_fn(|(): ()| std::future::pending::<Result<(), BoxError>>());
+    let closed = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let handle = closed.handle().clone();
+    drop(closed);
+    let (send, made) = std::sync::mpsc::channel();
+    {
+        let _closed = handle.enter();
+        let layer = layer.clone();
+        drop(tokio::spawn(RunsWhenDropped(Some(move || {
+            let mut service = layer.layer(slow());
+            let _ = send.send(service.call(()));
+        }))));
+    }
+    let request = made.recv().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let err = runtime.block_on(request).unwrap_err();
+    assert!(err.is::<Elapsed>() && start.elapsed() < Duration::from_secs(5));
+    let start = std::time::Instant::now();
+    let err = runtime
+        .block_on(layer.layer(slow()).oneshot(()))
+        .unwrap_err();
+    assert!(err.is::<Elapsed>() && start.elapsed() >= Duration::from_millis(30));
+    println!("{MARKER}");
+}

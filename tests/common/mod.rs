@@ -1,0 +1,81 @@
+//! Helpers shared by the behaviour tests: what runs while Tokio holds its context
+//! borrowed, and re-running a test in a child process (for a path that aborts).
+#![allow(dead_code)] // each test file uses some
+
+use std::future::Future;
+use std::task::Poll;
+
+/// A future, ready at once, that runs its closure when dropped: what `tokio::spawn`
+/// on a runtime that has shut down does with it runs inside Tokio, while Tokio holds
+/// its context borrowed.
+pub struct RunsWhenDropped<F: FnOnce() + Unpin>(Option<F>);
+
+impl<F: FnOnce() + Unpin> Future for RunsWhenDropped<F> {
+    type Output = ();
+    fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<()> {
+        Poll::Ready(())
+    }
+}
+
+impl<F: FnOnce() + Unpin> Drop for RunsWhenDropped<F> {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
+}
+
+/// Runs `f` inside `tokio::spawn` on a runtime (with its time driver) that has shut
+/// down, which drops the future at once, Tokio's context borrowed; catches a panic.
+/// Its answer, or "panicked".
+pub fn answer_while_tokio_holds_its_context(
+    f: impl FnOnce() -> String + Send + Unpin + 'static,
+) -> String {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let closed = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let handle = closed.handle().clone();
+    drop(closed);
+    let (seen, said) = std::sync::mpsc::channel();
+    {
+        let _closed = handle.enter();
+        drop(tokio::spawn(RunsWhenDropped(Some(move || {
+            let answer = catch_unwind(AssertUnwindSafe(f));
+            let _ = seen.send(answer.unwrap_or_else(|_| "panicked".into()));
+        }))));
+    }
+    said.recv().unwrap()
+}
+
+/// Re-runs the test `name` of this test binary in a child process with the
+/// environment variable `CHILD` set (the test then does its part and returns), and
+/// returns what the child did: a path that aborts the process fails the parent
+/// instead of killing the whole test run.
+pub fn run_in_child(name: &str) -> std::process::Output {
+    std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .expect("run the test binary again")
+}
+
+/// Set in the child process of [`run_in_child`].
+pub const CHILD: &str = "TOKIO_WHEEL_TEST_CHILD";
+
+/// Whether this is the child process of [`run_in_child`].
+pub fn is_child() -> bool {
+    std::env::var_os(CHILD).is_some()
+}
+
+/// Asserts that the child exited normally and printed `marker`.
+pub fn assert_child_ok(output: &std::process::Output, marker: &str) {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains(marker),
+        "child: {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        output.status
+    );
+}
