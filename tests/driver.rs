@@ -750,9 +750,9 @@ fn seen_in_thread_local_teardown(
 }
 
 /// A reset `Sleep` asks the driver's clock by entering its runtime, which Tokio
-/// refuses (with a panic) once the thread's Tokio context is torn down; a `Sleep`
-/// used from a thread-local's destructor after that must still answer, as Tokio's own
-/// `Sleep` does.
+/// refuses (with a panic) once the thread's Tokio context is torn down (it is read on
+/// a thread of its own then); a `Sleep` used from a thread-local's destructor after
+/// that must still answer, as Tokio's own `Sleep` does.
 #[test]
 fn a_reset_sleep_used_in_a_thread_local_destructor_does_not_panic() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -765,9 +765,10 @@ fn a_reset_sleep_used_in_a_thread_local_destructor_does_not_panic() {
     assert_eq!(seen, ["is_elapsed: false", "ready: false"]);
 }
 
-/// There the driver's clock cannot be read, and the real clock is no stand-in for a
-/// paused one (it runs on while the paused one stands): a reset `Sleep` whose deadline
-/// the real clock has passed but the paused driver's has not is not elapsed.
+/// There the driver's clock is read on a thread of its own, and the real clock is no
+/// stand-in for a paused one (it runs on while the paused one stands): a reset `Sleep`
+/// whose deadline the real clock has passed but the paused driver's has not is not
+/// elapsed.
 #[test]
 fn in_a_thread_local_destructor_a_paused_drivers_deadline_is_not_passed_early() {
     let runtime = paused_runtime();

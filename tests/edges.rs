@@ -157,3 +157,80 @@ fn the_default_timers_first_use_while_tokio_holds_its_context_does_not_abort() {
     assert!(start.elapsed() >= Duration::from_millis(20));
     println!("child: default timer ok");
 }
+
+/// Something to run when this thread's locals are torn down.
+type AtExit = Box<dyn FnOnce()>;
+
+thread_local! {
+    static AT_EXIT: std::cell::RefCell<Option<RunsAtExit>> = const { std::cell::RefCell::new(None) };
+}
+
+struct RunsAtExit(Option<AtExit>);
+
+impl Drop for RunsAtExit {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
+}
+
+/// A timer whose driver runs on a (paused, an hour in) current-thread runtime, used
+/// in a thread-local's destructor once the thread's Tokio context is torn down:
+/// `sleep`, `timeout`, `schedule`, `interval` and its first `poll_tick` (and hyper's
+/// `now`) neither panic (they did: the caller's Tokio clock, their fallback, panics
+/// there with `test-util` on) nor measure from a clock behind the driver's (the real
+/// one is an hour behind): every deadline is the driver's now plus the duration.
+#[test]
+fn in_a_thread_local_destructor_timers_neither_panic_nor_come_early() {
+    let after = Duration::from_millis(50);
+    let driver = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let (timer, now) = driver.block_on(async {
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        let timer = Timer::builder()
+            .tick(Duration::from_millis(10))
+            .build()
+            .unwrap();
+        (timer, tokio::time::Instant::now())
+    });
+    let handle = driver.handle().clone();
+    let (send, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // Ours first: locals are torn down in reverse, so ours after Tokio's context.
+        AT_EXIT.with(|_| {});
+        drop(handle.enter());
+        let at_exit: AtExit = Box::new(move || {
+            let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let sleep = timer.sleep(after).deadline();
+                let timeout = timer
+                    .timeout(after, std::future::pending::<()>())
+                    .deadline();
+                let scheduled = timer.schedule(after, || ()).map(|s| s.deadline());
+                let mut interval = timer.interval(after);
+                let waker = std::task::Waker::noop();
+                let first = interval.poll_tick(&mut std::task::Context::from_waker(waker));
+                #[cfg(feature = "hyper")]
+                let hyper_now = Some(hyper::rt::Timer::now(&timer));
+                #[cfg(not(feature = "hyper"))]
+                let hyper_now: Option<std::time::Instant> = None;
+                (sleep, timeout, scheduled, first, hyper_now)
+            }));
+            let _ = send.send(answer.map_err(|_| "panicked"));
+        });
+        AT_EXIT.with(|slot| *slot.borrow_mut() = Some(RunsAtExit(Some(at_exit))));
+    })
+    .join()
+    .unwrap();
+    let (sleep, timeout, scheduled, first, hyper_now) = seen.recv().unwrap().unwrap();
+    assert_eq!(sleep, now + after);
+    assert_eq!(timeout, now + after);
+    assert_eq!(scheduled, Ok(now + after));
+    assert_eq!(first, std::task::Poll::Ready(now));
+    if let Some(hyper_now) = hyper_now {
+        assert_eq!(hyper_now, now.into_std());
+    }
+}
