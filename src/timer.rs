@@ -438,6 +438,14 @@ impl Builder {
     /// [`Error::InvalidConfig`] if a setting is out of range, if this is not called
     /// from within a Tokio runtime, or if that runtime has no time driver;
     /// [`Error::Shutdown`] if it has shut down.
+    ///
+    /// # Panics
+    ///
+    /// Never, with unwinding. Tokio offers no way to ask whether a runtime has its
+    /// time driver, so a runtime without one is found by catching the panic of
+    /// `tokio::time::interval` (the panic hook still reports it, on stderr by
+    /// default); built with `panic = "abort"`, the process aborts there instead, as
+    /// at any use of Tokio's timer on such a runtime. Nothing else here panics.
     pub fn build(self) -> Result<Timer, Error> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
             Error::InvalidConfig(
@@ -465,6 +473,11 @@ impl Builder {
     /// [`Error::InvalidConfig`] if a setting is out of range or `runtime` has no time
     /// driver; [`Error::Shutdown`] if `runtime` has shut down, where the driver could
     /// never run.
+    ///
+    /// # Panics
+    ///
+    /// As [`build`](Builder::build): only under `panic = "abort"`, and only for a
+    /// runtime without its time driver.
     pub fn build_on(self, runtime: &tokio::runtime::Handle) -> Result<Timer, Error> {
         let mut config = self.validate()?;
         // A shard per thread that registers at once: per core, or per worker if the
