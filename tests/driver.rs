@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tokio_wheel::{Error, Sleep, Timer};
 
 mod common;
-use common::answer_while_tokio_holds_its_context;
+use common::{answer_while_tokio_holds_its_context, timer_on_its_own_runtime};
 
 const TICK: Duration = Duration::from_millis(10);
 
@@ -292,20 +292,6 @@ fn the_driver_ends_when_every_handle_is_gone() {
         }
     });
     assert_eq!(alive_tasks(&rt), base, "the driver ended by itself");
-}
-
-/// A timer whose driver runs on a one-worker runtime of its own.
-fn timer_on_its_own_runtime() -> (tokio::runtime::Runtime, Timer) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let timer = Timer::builder()
-        .tick(TICK)
-        .build_on(runtime.handle())
-        .unwrap();
-    (runtime, timer)
 }
 
 #[test]

@@ -7,6 +7,12 @@ use std::time::Duration;
 
 use tokio_wheel::{Error, Timer};
 
+mod common;
+use common::{
+    answer_while_tokio_holds_its_context, assert_child_ok, is_child, run_in_child,
+    runtime_with_time,
+};
+
 /// With `max_pending(1)`, thread A cancels its only callback and schedules again while
 /// thread B keeps trying on the full timer (while A holds the room). A refusal of A
 /// is right only while B holds the room; B, when it gets it, says so and keeps it
@@ -18,11 +24,7 @@ fn max_pending_refuses_only_when_that_many_are_pending() {
     const NONE: usize = 0;
     const HOLDS: usize = 1;
     const SEEN: usize = 2;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_time()
-        .build()
-        .unwrap();
+    let runtime = runtime_with_time();
     let timer = runtime.block_on(async { Timer::builder().max_pending(1).build().unwrap() });
     let a_holds = Arc::new(AtomicBool::new(false));
     let b_state = Arc::new(AtomicUsize::new(NONE));
@@ -90,17 +92,6 @@ fn max_pending_refuses_only_when_that_many_are_pending() {
     eprintln!("{rounds} rounds, {explained} refusals explained");
     assert!(rounds > 1000, "{rounds} rounds");
     assert_eq!(timer.pending(), 0);
-}
-
-mod common;
-use common::{answer_while_tokio_holds_its_context, assert_child_ok, is_child, run_in_child};
-
-fn runtime_with_time() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_time()
-        .build()
-        .unwrap()
 }
 
 /// `build_on` a live runtime while Tokio holds its context borrowed (a future dropped

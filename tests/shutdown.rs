@@ -7,6 +7,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_wheel::{Error, Timer};
 
+mod common;
+use common::timer_on_its_own_runtime;
+
 const TICK: Duration = Duration::from_millis(10);
 /// Tokio's timer, which times a shut-down timer's futures, rounds up to its
 /// millisecond.
@@ -117,19 +120,6 @@ async fn a_sleep_reset_after_shutdown_follows_its_new_deadline() {
     on_time(Instant::now(), deadline, MS);
 }
 
-fn timer_on_its_own_runtime() -> (tokio::runtime::Runtime, Timer) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let timer = Timer::builder()
-        .tick(TICK)
-        .build_on(runtime.handle())
-        .unwrap();
-    (runtime, timer)
-}
-
 fn real_now() -> Instant {
     Instant::from_std(std::time::Instant::now())
 }
@@ -188,6 +178,15 @@ fn after_the_runtimes_loss_a_sleep_from_another_runtime_is_never_early() {
     let deadline = real_now() + Duration::from_millis(100);
     futures::executor::block_on(timer.sleep(Duration::from_millis(100)));
     on_time(real_now(), deadline, TICK + SLACK);
+    // An interval ticks once a period there, without spinning.
+    let period = Duration::from_millis(50);
+    let mut interval = timer.interval(period);
+    let first = futures::executor::block_on(interval.tick());
+    for i in 1..4 {
+        let scheduled = futures::executor::block_on(interval.tick());
+        assert_eq!(scheduled - first, period * i);
+        on_time(real_now(), scheduled, TICK + SLACK);
+    }
     assert_eq!(timer.schedule(TICK, || {}).unwrap_err(), Error::Shutdown);
 }
 

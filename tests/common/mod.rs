@@ -4,6 +4,9 @@
 
 use std::future::Future;
 use std::task::Poll;
+use std::time::Duration;
+
+use tokio_wheel::Timer;
 
 /// A future, ready at once, that runs its closure when dropped: what `tokio::spawn`
 /// on a runtime that has shut down does with it runs inside Tokio, while Tokio holds
@@ -78,4 +81,23 @@ pub fn assert_child_ok(output: &std::process::Output, marker: &str) {
         "child: {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
         output.status
     );
+}
+
+/// A one-worker multi-thread runtime with its time driver.
+pub fn runtime_with_time() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A timer (10 ms tick) whose driver runs on a one-worker runtime of its own.
+pub fn timer_on_its_own_runtime() -> (tokio::runtime::Runtime, Timer) {
+    let runtime = runtime_with_time();
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(10))
+        .build_on(runtime.handle())
+        .unwrap();
+    (runtime, timer)
 }

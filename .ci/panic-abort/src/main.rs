@@ -280,6 +280,11 @@ fn runtime_loss() {
     let start = std::time::Instant::now();
     block_on(timer.sleep(MS * 20));
     assert!(start.elapsed() >= MS * 20);
+    let mut interval = timer.interval(MS * 10);
+    for _ in 0..3 {
+        block_on(interval.tick());
+    }
+    assert!(start.elapsed() >= MS * 40);
     assert!(!handle.is_expired());
     let unfired = block_on(timer.shutdown());
     assert_eq!(unfired.len(), 1);
