@@ -217,3 +217,24 @@ fn after_shutdown_a_paused_drivers_clock_still_decides() {
     assert!(sleep.is_elapsed());
     assert!(std::pin::Pin::new(&mut sleep).poll(&mut cx).is_ready());
 }
+
+/// The driver's (real-clock) runtime gone, a sleep polled from a paused runtime: the
+/// real clock, the driver's, decides, not the caller's paused clock (which would
+/// jump to the deadline at once when idle).
+#[test]
+fn after_the_runtimes_loss_a_paused_caller_waits_on_the_real_clock() {
+    let (driver, timer) = timer_on_its_own_runtime();
+    drop(driver);
+    assert!(timer.is_shutdown());
+    let paused = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let after = Duration::from_millis(150);
+    let start = std::time::Instant::now();
+    let deadline = real_now() + after;
+    paused.block_on(timer.sleep(after));
+    on_time(real_now(), deadline, TICK + SLACK);
+    assert!(start.elapsed() >= after);
+}
