@@ -160,6 +160,68 @@ fn reset_vs_fire_moves_or_refires() {
     });
 }
 
+/// `Scheduled::reset` racing the callback's expiry: either the reset moved it (and it
+/// runs once, at the new tick) or it had fired (and the reset says so); never both,
+/// never neither.
+#[test]
+fn scheduled_reset_vs_fire_exactly_once() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = ran.clone();
+        let handle = timer
+            .schedule_at(in_tick(&timer, 1), move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || turn(&timer, 1))
+        };
+        let moved = handle.reset_at(in_tick(&timer, 3));
+        driver.join().unwrap();
+        assert_eq!(ran.load(Ordering::SeqCst), usize::from(!moved));
+        assert_eq!(handle.is_expired(), !moved);
+        turn(&timer, 2);
+        assert_eq!(ran.load(Ordering::SeqCst), usize::from(!moved), "early");
+        turn(&timer, 3);
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        assert!(handle.is_expired());
+        assert!(!handle.cancel());
+        assert_eq!(timer.pending(), 0);
+    });
+}
+
+/// `Scheduled::cancel` racing a `reset` of the same handle on another thread: the
+/// cancel reads the step the entry is at under the lock that moves it, so it always
+/// finds the entry, whichever goes first, and the callback never runs.
+#[test]
+fn scheduled_reset_vs_cancel_cancels() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = ran.clone();
+        let handle = Arc::new(
+            timer
+                .schedule_at(in_tick(&timer, 1), move || {
+                    r.fetch_add(1, Ordering::SeqCst);
+                })
+                .unwrap(),
+        );
+        let canceller = {
+            let handle = handle.clone();
+            thread::spawn(move || handle.cancel())
+        };
+        let moved = handle.reset_at(in_tick(&timer, 3));
+        let cancelled = canceller.join().unwrap();
+        assert!(cancelled, "cancel missed the moved entry (moved: {moved})");
+        assert!(handle.is_cancelled());
+        turn(&timer, 3);
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        assert_eq!(timer.pending(), 0);
+    });
+}
+
 #[test]
 fn drop_vs_fire_frees_the_entry() {
     loom::model(|| {

@@ -49,7 +49,7 @@ mod futures;
 mod task;
 mod turn;
 
-pub(crate) use callbacks::CallbackState;
+pub(crate) use callbacks::{CallbackState, Place};
 pub(crate) use futures::Registered;
 pub(crate) use task::start;
 #[cfg(loom)]
