@@ -18,7 +18,7 @@ use loom::thread;
 use tokio_wheel::loom_hooks::{
     kept_alive, lose_driver, parked_until, shutdown, tick_end, timer, turn,
 };
-use tokio_wheel::{Error, Instant, Sleep, Timer};
+use tokio_wheel::{DelayQueue, Error, Instant, Sleep, Timer};
 
 const TICK: Duration = Duration::from_millis(10);
 
@@ -219,6 +219,79 @@ fn scheduled_reset_vs_cancel_cancels() {
         turn(&timer, 3);
         assert_eq!(ran.load(Ordering::SeqCst), 0);
         assert_eq!(timer.pending(), 0);
+    });
+}
+
+/// A consumer polling an empty `DelayQueue` races another thread that inserts a value
+/// and turns the driver past its deadline: the consumer either takes the value on that
+/// poll or is woken, and then takes it; never both, never a lost wakeup.
+#[test]
+fn delay_queue_consumer_vs_insert_and_expiry_loses_no_wakeup() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        let queue = DelayQueue::with_timer(&timer);
+        let producer = {
+            let (queue, timer) = (queue.clone(), timer.clone());
+            thread::spawn(move || {
+                queue.insert_at(7u8, in_tick(&timer, 1));
+                turn(&timer, 1);
+            })
+        };
+        let (woken, waker) = flag();
+        let mut cx = Context::from_waker(&waker);
+        let first = queue.poll_expired(&mut cx);
+        producer.join().unwrap();
+        match first {
+            Poll::Ready(Some(expired)) => assert_eq!(expired.into_inner(), 7),
+            Poll::Ready(None) => panic!("an open queue ended"),
+            Poll::Pending => {
+                assert!(woken.0.load(Ordering::SeqCst), "lost wakeup");
+                match queue.poll_expired(&mut cx) {
+                    Poll::Ready(Some(expired)) => assert_eq!(expired.into_inner(), 7),
+                    other => panic!("woken for nothing: {:?}", other.is_ready()),
+                }
+            }
+        }
+        assert!(queue.is_empty());
+        assert_eq!(timer.pending(), 0);
+    });
+}
+
+/// Two consumers race for one value as it expires: exactly one gets it.
+#[test]
+fn delay_queue_two_consumers_take_a_value_once() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        let queue = DelayQueue::with_timer(&timer);
+        queue.insert_at(7u8, in_tick(&timer, 1));
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || turn(&timer, 1))
+        };
+        let other = {
+            let queue = queue.clone();
+            thread::spawn(move || {
+                let (_, waker) = flag();
+                queue
+                    .poll_expired(&mut Context::from_waker(&waker))
+                    .is_ready()
+            })
+        };
+        let (_, waker) = flag();
+        let here = queue
+            .poll_expired(&mut Context::from_waker(&waker))
+            .is_ready();
+        let there = other.join().unwrap();
+        driver.join().unwrap();
+        let (_, waker) = flag();
+        let after = queue
+            .poll_expired(&mut Context::from_waker(&waker))
+            .is_ready();
+        assert_eq!(
+            usize::from(here) + usize::from(there) + usize::from(after),
+            1,
+            "taken {here} {there} {after}"
+        );
     });
 }
 
