@@ -18,6 +18,8 @@
 //!   [`Scheduled::reset`] moves one in place.
 //! * [`DelayQueue`] — keyed timers: values that come out when their deadlines pass,
 //!   a cheap handle shared by any number of producers and consumers.
+//! * [`io::TimeoutStream`] — idle read and write timeouts on any `AsyncRead` /
+//!   `AsyncWrite`, moved in place as data flows.
 //! * [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`] — the same on a
 //!   process-wide [default timer](#default-timer).
 //! * With the `hyper` feature, `Timer` implements `hyper::rt::Timer`:
@@ -112,6 +114,7 @@ mod hyper;
 #[allow(unsafe_code)]
 mod inline_fn;
 mod interval;
+pub mod io;
 mod scheduled;
 mod sleep;
 mod stats;
