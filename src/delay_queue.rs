@@ -535,8 +535,8 @@ impl<T> Queue<T> {
             deadline: timer.deadline(),
         });
         drop(state);
-        // Its callback is this one, running: dropping the handle cancels nothing.
-        drop(timer);
+        // Its callback is this one, running: nothing to cancel.
+        timer.drop_from_callback();
         waiting.into_iter().for_each(Waker::wake);
     }
 }
