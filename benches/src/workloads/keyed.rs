@@ -45,36 +45,74 @@ fn timer() -> Timer {
         .expect("valid")
 }
 
+/// What the churn and memory workloads ask of a queue.
+trait Keyed {
+    type Key;
+    fn put(&mut self, value: u64, timeout: Duration) -> Self::Key;
+    fn take(&mut self, key: &Self::Key) -> Option<u64>;
+}
+
+impl Keyed for tokio_wheel::DelayQueue<u64> {
+    type Key = tokio_wheel::Key;
+    fn put(&mut self, value: u64, timeout: Duration) -> Self::Key {
+        self.insert(value, timeout)
+    }
+    fn take(&mut self, key: &Self::Key) -> Option<u64> {
+        self.remove(key)
+    }
+}
+
+impl Keyed for tokio_util::time::DelayQueue<u64> {
+    type Key = tokio_util::time::delay_queue::Key;
+    fn put(&mut self, value: u64, timeout: Duration) -> Self::Key {
+        self.insert(value, timeout)
+    }
+    fn take(&mut self, key: &Self::Key) -> Option<u64> {
+        Some(self.remove(key).into_inner())
+    }
+}
+
+/// A new queue of `queue`'s kind; call inside a runtime.
+fn with_queue<R>(queue: Queue, timer: &Timer, f: impl FnOnce(&mut dyn KeyedU64) -> R) -> R {
+    match queue {
+        Queue::Wheel => f(&mut tokio_wheel::DelayQueue::with_timer(timer)),
+        Queue::TokioUtil => f(&mut tokio_util::time::DelayQueue::new()),
+    }
+}
+
+/// `Keyed` with its key erased, so both queues run the same code.
+trait KeyedU64 {
+    /// Inserts and removes at once; `false` if the value was not there.
+    fn put_take(&mut self, value: u64, timeout: Duration) -> bool;
+    fn put_only(&mut self, value: u64, timeout: Duration);
+}
+
+impl<Q: Keyed> KeyedU64 for Q {
+    fn put_take(&mut self, value: u64, timeout: Duration) -> bool {
+        let key = self.put(value, timeout);
+        self.take(&key).is_some()
+    }
+    fn put_only(&mut self, value: u64, timeout: Duration) {
+        self.put(value, timeout);
+    }
+}
+
 /// ns per insert + remove, with `pending` other values in the queue.
 pub fn queue_churn(queue: Queue, iters: u32, pending: usize) -> f64 {
-    runtime().block_on(async move {
+    let rt = runtime();
+    let _enter = rt.enter();
+    let timer = rt.block_on(async { timer() });
+    with_queue(queue, &timer, |q| {
         let far = Duration::from_secs(60);
-        match queue {
-            Queue::Wheel => {
-                let q = tokio_wheel::DelayQueue::with_timer(&timer());
-                for i in 0..pending {
-                    q.insert(i as u64, far + Duration::from_micros(i as u64));
-                }
-                let start = std::time::Instant::now();
-                for i in 0..iters {
-                    let key = q.insert(u64::from(i), Duration::from_millis(u64::from(i % 5000)));
-                    std::hint::black_box(q.remove(&key));
-                }
-                start.elapsed().as_nanos() as f64 / f64::from(iters)
-            }
-            Queue::TokioUtil => {
-                let mut q = tokio_util::time::DelayQueue::new();
-                for i in 0..pending {
-                    q.insert(i as u64, far + Duration::from_micros(i as u64));
-                }
-                let start = std::time::Instant::now();
-                for i in 0..iters {
-                    let key = q.insert(u64::from(i), Duration::from_millis(u64::from(i % 5000)));
-                    std::hint::black_box(q.remove(&key));
-                }
-                start.elapsed().as_nanos() as f64 / f64::from(iters)
-            }
+        for i in 0..pending {
+            q.put_only(i as u64, far + Duration::from_micros(i as u64));
         }
+        let start = std::time::Instant::now();
+        for i in 0..iters {
+            let timeout = Duration::from_millis(u64::from(i % 5000));
+            assert!(std::hint::black_box(q.put_take(u64::from(i), timeout)));
+        }
+        start.elapsed().as_nanos() as f64 / f64::from(iters)
     })
 }
 
@@ -113,30 +151,15 @@ pub fn queue_memory(queue: Queue, n: usize) -> f64 {
     let heap = || HEAP.with(Cell::get);
     let rt = runtime();
     let _enter = rt.enter();
+    let timer = rt.block_on(async { timer() });
     let far = Duration::from_secs(60);
-    match queue {
-        Queue::Wheel => {
-            let timer = rt.block_on(async { timer() });
-            let before = heap();
-            let q = tokio_wheel::DelayQueue::with_timer(&timer);
-            for i in 0..n {
-                q.insert(i as u64, far + Duration::from_micros(i as u64));
-            }
-            let bytes = (heap() - before) as f64 / n as f64;
-            drop(q);
-            bytes
+    let before = heap();
+    with_queue(queue, &timer, |q| {
+        for i in 0..n {
+            q.put_only(i as u64, far + Duration::from_micros(i as u64));
         }
-        Queue::TokioUtil => {
-            let before = heap();
-            let mut q = tokio_util::time::DelayQueue::new();
-            for i in 0..n {
-                q.insert(i as u64, far + Duration::from_micros(i as u64));
-            }
-            let bytes = (heap() - before) as f64 / n as f64;
-            drop(q);
-            bytes
-        }
-    }
+        (heap() - before) as f64 / n as f64
+    })
 }
 
 /// The streams compared for idle reads.
