@@ -43,6 +43,7 @@
 //! twice (64 bits: it does not wrap), so a key whose value was removed, expired or
 //! cleared names nothing, however often its slot has been reused since.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::fmt;
 use std::pin::Pin;
@@ -94,8 +95,10 @@ use crate::{Error, Scheduled, Timer};
 /// # Shutdown
 ///
 /// [`Timer::shutdown`] returns the callbacks of the values still pending among its
-/// [`Unfired`](crate::Unfired): running one expires its value at once; a value whose
-/// callback is dropped unrun stays in the queue until removed or cleared.
+/// [`Unfired`](crate::Unfired): running or dropping one expires its value at once
+/// (early), so that consumers are not left waiting for a deadline nothing times any
+/// more. (If the timer's runtime shuts down without `shutdown`, the values stay pending
+/// until `shutdown` is called, or they are removed or cleared.)
 ///
 /// # Examples
 ///
@@ -333,16 +336,15 @@ impl<T: Send + 'static> DelayQueue<T> {
             index: slot.key(),
             serial: *next_serial,
         };
-        let queue = Arc::downgrade(&self.queue);
+        let expiry = Expiry {
+            queue: Arc::downgrade(&self.queue),
+            key,
+        };
         // Scheduled under the queue's lock, so that the callback, which takes it, finds
         // the value in its slot. It never runs on this stack (a past deadline runs on
-        // the driver's next step), and the closure, dropped unrun on an error, takes
-        // no lock.
-        match self
-            .queue
-            .timer
-            .schedule_at(when, move || Queue::expire(&queue, key))
-        {
+        // the driver's next step), and the closure, dropped unrun on an error, is
+        // dropped quietly: it would take the lock held here.
+        match quietly(|| self.queue.timer.schedule_at(when, move || drop(expiry))) {
             Ok(timer) => {
                 slot.insert(Item {
                     value,
@@ -393,7 +395,7 @@ impl<T> DelayQueue<T> {
         // The cancel after the lock: if the callback is running already, it waits for
         // the queue's lock and then finds the slot empty.
         let Item { value, timer, .. } = item;
-        drop(timer);
+        quietly(|| drop(timer));
         Some(value)
     }
 
@@ -444,7 +446,7 @@ impl<T> DelayQueue<T> {
         let expired = std::mem::take(&mut state.expired);
         drop(state);
         // Values dropped and timers cancelled after the lock.
-        drop((pending, expired));
+        quietly(|| drop((pending, expired)));
     }
 
     /// Closes the queue: consumers get `None` once nothing is left in it (after taking
@@ -515,6 +517,41 @@ impl<T> State<T> {
         self.expired.insert(at, expired);
         std::mem::take(&mut self.waiting)
     }
+}
+
+/// A value's callback: expires the value when it runs, and also when it is dropped
+/// unrun, as the [`Unfired`](crate::Unfired) callbacks [`Timer::shutdown`] returns may
+/// be, so that no value is stranded in a queue that nothing times any more. The queue's
+/// own drops of it (a remove, a clear, a refused insert) are quiet: the value is gone
+/// or was never in, and the check would take the queue's lock.
+struct Expiry<T> {
+    queue: Weak<Queue<T>>,
+    key: Key,
+}
+
+impl<T> Drop for Expiry<T> {
+    fn drop(&mut self) {
+        if !QUIET.with(Cell::get) {
+            Queue::expire(&self.queue, self.key);
+        }
+    }
+}
+
+thread_local! {
+    /// Set while this thread drops callbacks the queue itself took out of the timer.
+    static QUIET: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with [`QUIET`] set: callbacks it drops on this thread do nothing.
+fn quietly<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            QUIET.with(|quiet| quiet.set(self.0));
+        }
+    }
+    let _restore = Restore(QUIET.with(|quiet| quiet.replace(true)));
+    f()
 }
 
 impl<T> Queue<T> {

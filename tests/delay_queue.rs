@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::time::Instant;
-use tokio_wheel::{DelayQueue, Error, Timer};
+use tokio_wheel::{DelayQueue, Error, Expired, Timer};
 
 const TICK: Duration = Duration::from_millis(10);
 /// Lateness allowed: less than a tick plus Tokio's millisecond.
@@ -402,25 +402,41 @@ async fn at_capacity_try_insert_gives_the_value_back_and_insert_expires_it() {
 
 /// After the timer's shutdown: `try_insert` gives the value back with
 /// `Error::Shutdown`; `insert` expires it at once. Values pending at shutdown come back
-/// among the `Unfired` callbacks; running one expires its value.
+/// among the `Unfired` callbacks: running or dropping one expires its value, waking a
+/// consumer that was waiting, so none waits for a deadline nothing times any more.
 #[tokio::test(start_paused = true)]
 async fn after_shutdown_try_insert_gives_the_value_back_and_insert_expires_it() {
     let timer = timer();
     let queue = DelayQueue::with_timer(&timer);
-    queue.insert("pending", Duration::from_secs(10));
-    let unfired = timer.shutdown().await;
-    assert_eq!(unfired.len(), 1);
+    queue.insert("run", Duration::from_secs(10));
+    queue.insert("dropped", Duration::from_secs(20));
+    let take = |queue: &DelayQueue<&'static str>| {
+        let queue = queue.clone();
+        tokio::spawn(async move { queue.next_expired().await.map(Expired::into_inner) })
+    };
+    let waiting = take(&queue);
+    tokio::task::yield_now().await;
+    let mut unfired = timer.shutdown().await;
+    assert_eq!(unfired.len(), 2);
+    unfired.sort_by_key(|u| u.deadline());
     let refused = queue
         .try_insert("refused", Duration::from_secs(1))
         .unwrap_err();
     assert_eq!(refused.error(), &Error::Shutdown);
     assert_eq!(refused.into_inner(), "refused");
     queue.insert("late", Duration::from_secs(1));
-    assert_eq!(queue.next_expired().await.unwrap().into_inner(), "late");
-    for callback in unfired {
-        callback.run();
-    }
-    assert_eq!(queue.next_expired().await.unwrap().into_inner(), "pending");
+    assert_eq!(waiting.await.unwrap(), Some("late"), "expired at once");
+    let dropped = unfired.pop().unwrap();
+    unfired.pop().unwrap().run();
+    let run = tokio::time::timeout(Duration::from_secs(3600), queue.next_expired()).await;
+    assert_eq!(run.expect("not expired").unwrap().into_inner(), "run");
+    assert_eq!(queue.len(), 1, "the dropped one is still pending");
+    let waiting = take(&queue);
+    tokio::task::yield_now().await;
+    assert!(!waiting.is_finished());
+    drop(dropped);
+    let woken = tokio::time::timeout(Duration::from_secs(3600), waiting).await;
+    assert_eq!(woken.expect("not woken").unwrap(), Some("dropped"));
     assert!(queue.is_empty());
 }
 
