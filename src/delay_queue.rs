@@ -69,8 +69,10 @@ use crate::{Error, Scheduled, Timer};
 /// value going to exactly one of them. Insert, remove and reset are O(1).
 ///
 /// * **Empty is not finished.** A consumer of an empty queue waits (`Pending`), and
-///   gets a value inserted later by any task when it expires. It gets `None` only once
-///   the queue is [`close`](DelayQueue::close)d and nothing is left in it.
+///   gets a value inserted later by any task when it expires (the expiry wakes it; an
+///   insert does not, as there is nothing to take yet). It gets `None` only once the
+///   queue is [`close`](DelayQueue::close)d and nothing is left in it, pending or
+///   expired; a `remove` or `clear` that leaves a closed queue so wakes its consumers.
 /// * **Stale keys are inert.** [`remove`](DelayQueue::remove),
 ///   [`reset`](DelayQueue::reset) and [`deadline`](DelayQueue::deadline) return
 ///   `None`/`false` for a key whose value expired, was removed or cleared, never panic,
@@ -391,11 +393,13 @@ impl<T> DelayQueue<T> {
     pub fn remove(&self, key: &Key) -> Option<T> {
         let mut state = lock(&self.queue.state);
         let item = state.take(key)?;
+        let ended = state.if_ended();
         drop(state);
         // The cancel after the lock: if the callback is running already, it waits for
         // the queue's lock and then finds the slot empty.
         let Item { value, timer, .. } = item;
         quietly(|| drop(timer));
+        ended.into_iter().for_each(Waker::wake);
         Some(value)
     }
 
@@ -444,9 +448,11 @@ impl<T> DelayQueue<T> {
         let mut state = lock(&self.queue.state);
         let pending = std::mem::take(&mut state.pending);
         let expired = std::mem::take(&mut state.expired);
+        let ended = state.if_ended();
         drop(state);
         // Values dropped and timers cancelled after the lock.
         quietly(|| drop((pending, expired)));
+        ended.into_iter().for_each(Waker::wake);
     }
 
     /// Closes the queue: consumers get `None` once nothing is left in it (after taking
@@ -473,7 +479,7 @@ impl<T> DelayQueue<T> {
         if let Some(expired) = state.expired.pop_front() {
             return Poll::Ready(Some(expired));
         }
-        if state.closed && state.pending.is_empty() {
+        if state.is_ended() {
             return Poll::Ready(None);
         }
         let waker = cx.waker();
@@ -504,6 +510,21 @@ impl<T> State<T> {
     fn take(&mut self, key: &Key) -> Option<Item<T>> {
         self.get(key)?;
         Some(self.pending.remove(key.index))
+    }
+
+    /// Whether consumers get `None`: closed, and nothing left to take or to expire.
+    fn is_ended(&self) -> bool {
+        self.closed && self.pending.is_empty() && self.expired.is_empty()
+    }
+
+    /// The consumers to wake because a removal just ended the queue (they wait for a
+    /// value that will now never come, and must see the end).
+    fn if_ended(&mut self) -> Vec<Waker> {
+        if self.is_ended() {
+            std::mem::take(&mut self.waiting)
+        } else {
+            Vec::new()
+        }
     }
 
     /// Adds an expired value in deadline order (nearly always at the back: values

@@ -144,6 +144,38 @@ async fn close_ends_consumers_only_once_drained() {
     assert!(queue.next_expired().await.is_none());
 }
 
+/// A closed queue whose last pending value is removed (or cleared) by another task
+/// ends its waiting consumers: they wait for nothing any more (tokio#6751: a shared
+/// tokio-util queue does not wake its consumer when a remove empties it).
+#[tokio::test(start_paused = true)]
+async fn removing_the_last_value_of_a_closed_queue_ends_its_consumers() {
+    let timer = timer();
+    let queue: DelayQueue<u8> = DelayQueue::with_timer(&timer);
+    for clear in [false, true] {
+        let key = queue.insert(1, Duration::from_secs(60));
+        let consumers: Vec<_> = (0..2)
+            .map(|_| {
+                let queue = queue.clone();
+                tokio::spawn(async move { queue.next_expired().await.map(Expired::into_inner) })
+            })
+            .collect();
+        queue.close();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(consumers.iter().all(|c| !c.is_finished()), "ended early");
+        let start = Instant::now();
+        if clear {
+            queue.clear();
+        } else {
+            assert_eq!(queue.remove(&key), Some(1));
+        }
+        for consumer in consumers {
+            let end = tokio::time::timeout(Duration::from_secs(3600), consumer).await;
+            assert_eq!(end.expect("a consumer was not woken").unwrap(), None);
+        }
+        assert_eq!(Instant::now(), start, "woken at once");
+    }
+}
+
 /// Four consumers, producers inserting, removing and resetting from other tasks:
 /// every value that is not removed is taken exactly once.
 #[tokio::test(start_paused = true)]
