@@ -260,7 +260,9 @@ fn lock<T>(state: &Mutex<State<T>>) -> MutexGuard<'_, State<T>> {
 }
 
 impl<T: Send + 'static> DelayQueue<T> {
-    /// A queue on the [default timer](crate#default-timer).
+    /// A queue on the [default timer](crate#default-timer), which follows the real
+    /// clock: in a test on Tokio's paused clock, use [`with_timer`](DelayQueue::with_timer)
+    /// with a [`Timer`] built in the test.
     ///
     /// # Panics
     ///

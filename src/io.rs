@@ -160,8 +160,9 @@ impl Idle {
 }
 
 impl<S> TimeoutStream<S> {
-    /// Wraps `stream`, with its timeouts on the [default timer](crate#default-timer).
-    /// Both timeouts are off until set.
+    /// Wraps `stream`, with its timeouts on the [default timer](crate#default-timer),
+    /// which follows the real clock (in a test on Tokio's paused clock, use
+    /// [`with_timer`](TimeoutStream::with_timer)). Both timeouts are off until set.
     ///
     /// # Panics
     ///
