@@ -10,8 +10,8 @@
 //! * `futures.rs` — what a [`Sleep`](crate::Sleep) asks: register, update its waker,
 //!   move, cancel.
 //! * `callbacks.rs` — what a [`Scheduled`](crate::Scheduled) asks (schedule, cancel,
-//!   move, its state), the keep-alive of
-//!   detached callbacks, and handing expired callbacks to their executor.
+//!   move, its state), the keep-alive of detached callbacks, and handing expired
+//!   callbacks to their executor.
 //! * `turn.rs` — one turn of the driver, parking without lost wakeups, shutdown.
 //! * `task.rs` — the Tokio task that turns, and when it asks Tokio to wake it.
 //!
