@@ -44,7 +44,7 @@
 //! cleared names nothing, however often its slot has been reused since.
 
 use std::cell::Cell;
-use std::collections::VecDeque;
+use std::collections::BinaryHeap;
 use std::fmt;
 use std::pin::Pin;
 use std::sync::{Arc, PoisonError, Weak};
@@ -154,8 +154,11 @@ struct State<T> {
     pending: Slab<Item<T>>,
     /// The serial of the next value inserted: never reused, so stale keys stay inert.
     next_serial: u64,
-    /// Values whose deadlines passed, sorted by deadline, waiting for a consumer.
-    expired: VecDeque<Expired<T>>,
+    /// Values whose deadlines passed, earliest deadline first (then first inserted),
+    /// waiting for a consumer. A heap, not a list: callbacks of different shards, or
+    /// a value reset into the past, expire out of deadline order, and a sorted insert
+    /// into a long backlog would scan it under the lock.
+    expired: BinaryHeap<Due<T>>,
     /// Consumers waiting for a value (or for the close), one waker per task.
     waiting: Vec<Waker>,
     closed: bool,
@@ -279,7 +282,7 @@ impl<T: Send + 'static> DelayQueue<T> {
                 state: Mutex::new(State {
                     pending: Slab::new(),
                     next_serial: 0,
-                    expired: VecDeque::new(),
+                    expired: BinaryHeap::new(),
                     waiting: Vec::new(),
                     closed: false,
                 }),
@@ -478,7 +481,7 @@ impl<T> DelayQueue<T> {
     /// `Ready(None)` once the queue is closed and empty.
     pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
         let mut state = lock(&self.queue.state);
-        if let Some(expired) = state.expired.pop_front() {
+        if let Some(Due(expired)) = state.expired.pop() {
             return Poll::Ready(Some(expired));
         }
         if state.is_ended() {
@@ -529,16 +532,41 @@ impl<T> State<T> {
         }
     }
 
-    /// Adds an expired value in deadline order (nearly always at the back: values
-    /// expire in about that order); returns the consumers to wake.
+    /// Adds an expired value; returns the consumers to wake.
     fn push_expired(&mut self, expired: Expired<T>) -> Vec<Waker> {
-        let at = self
-            .expired
-            .iter()
-            .rposition(|e| e.deadline <= expired.deadline)
-            .map_or(0, |i| i + 1);
-        self.expired.insert(at, expired);
+        self.expired.push(Due(expired));
         std::mem::take(&mut self.waiting)
+    }
+}
+
+/// An expired value in the heap, ordered so that the earliest deadline (then the
+/// lowest serial: the first inserted) comes out first.
+struct Due<T>(Expired<T>);
+
+impl<T> Due<T> {
+    fn order(&self) -> (Instant, u64) {
+        (self.0.deadline, self.0.key.serial)
+    }
+}
+
+impl<T> PartialEq for Due<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.order() == other.order()
+    }
+}
+
+impl<T> Eq for Due<T> {}
+
+impl<T> PartialOrd for Due<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<T> Ord for Due<T> {
+    /// Reversed: `BinaryHeap` pops the greatest.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.order().cmp(&self.order())
     }
 }
 
