@@ -275,3 +275,34 @@ async fn hyper_serves_through_it_and_the_idle_connection_is_cut() {
     drop(sender);
     let _ = client_conn.await;
 }
+
+/// The pinned setters and accessor, for a `TimeoutStream` that is pinned in place
+/// (as one over a `!Unpin` stream must be).
+#[tokio::test(start_paused = true)]
+async fn pinned_setters_time_a_pinned_stream() {
+    let timer = timer();
+    let (client, _server) = tokio::io::duplex(16);
+    let mut stream = std::pin::pin!(TimeoutStream::with_timer(client, &timer));
+    stream
+        .as_mut()
+        .set_read_timeout_pinned(Some(Duration::from_millis(120)));
+    stream
+        .as_mut()
+        .set_write_timeout_pinned(Some(Duration::from_millis(80)));
+    assert_eq!(stream.read_timeout(), Some(Duration::from_millis(120)));
+    let _: Pin<&mut tokio::io::DuplexStream> = stream.as_mut().get_pin_mut();
+    let start = Instant::now();
+    let read = tokio::time::timeout(HOUR, stream.as_mut().read(&mut [0; 4])).await;
+    assert_eq!(
+        read.expect("never cut").unwrap_err().kind(),
+        ErrorKind::TimedOut
+    );
+    assert_between(start.elapsed(), Duration::from_millis(120));
+    let start = Instant::now();
+    let write = tokio::time::timeout(HOUR, stream.as_mut().write_all(&[1; 64])).await;
+    assert_eq!(
+        write.expect("never cut").unwrap_err().kind(),
+        ErrorKind::TimedOut
+    );
+    assert_between(start.elapsed(), Duration::from_millis(80));
+}
