@@ -81,7 +81,9 @@ use crate::{Error, Scheduled, Timer};
 ///   queue closes); those that find nothing left wait again. No wakeup is lost when a
 ///   woken consumer is dropped before taking anything.
 /// * **Order.** Expired values wait in deadline order. Values whose deadlines fall in
-///   the same tick may come out in either order.
+///   the same tick may come out in either order. Each value's expiry is a callback on
+///   the timer: on a timer whose [`Executor`](crate::Executor) is not `Inline`, it runs
+///   there, and that executor's delay adds to the lateness.
 ///
 /// The values live in the queue, not in the timer: dropping the last handle drops them
 /// and cancels their timers.

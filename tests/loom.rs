@@ -295,6 +295,34 @@ fn delay_queue_two_consumers_take_a_value_once() {
     });
 }
 
+/// `DelayQueue::reset` racing the value's expiry: either the reset moved it (it comes
+/// out after the new deadline) or it had expired (the reset says so); the value comes
+/// out exactly once either way.
+#[test]
+fn delay_queue_reset_vs_expiry_exactly_once() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        let queue = DelayQueue::with_timer(&timer);
+        let key = queue.insert_at(7u8, in_tick(&timer, 1));
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || turn(&timer, 1))
+        };
+        let moved = queue.reset_at(&key, in_tick(&timer, 3));
+        driver.join().unwrap();
+        let (_, waker) = flag();
+        let mut cx = Context::from_waker(&waker);
+        let mut out = usize::from(queue.poll_expired(&mut cx).is_ready());
+        assert_eq!(out, usize::from(!moved), "moved {moved}");
+        assert_eq!(queue.deadline(&key).is_some(), moved);
+        turn(&timer, 3);
+        out += usize::from(queue.poll_expired(&mut cx).is_ready());
+        assert_eq!(out, 1);
+        assert!(queue.is_empty());
+        assert_eq!(timer.pending(), 0);
+    });
+}
+
 #[test]
 fn drop_vs_fire_frees_the_entry() {
     loom::model(|| {
