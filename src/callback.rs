@@ -23,6 +23,11 @@ impl Callback {
         self.deadline
     }
 
+    /// Moves the deadline (the callback's entry moved with it).
+    pub(crate) fn set_deadline(&mut self, offset: i64) {
+        self.deadline = offset;
+    }
+
     /// Records that no handle owns the callback (scheduled detached, or its handle
     /// detached). The driver's loss drops such callbacks rather than keep them for
     /// `shutdown` to return: nothing else could reach them, and one may hold the

@@ -14,7 +14,12 @@
 //!   dropping one cancels it.
 //! * [`Timer::schedule`] → [`Scheduled`] — Netty-style callbacks, cancelled when the
 //!   handle drops unless detached; [`Timer::schedule_detached`] for fire-and-forget ones
-//!   without a handle; [`Timer::shutdown`] returns the [`Unfired`] ones.
+//!   without a handle; [`Timer::shutdown`] returns the [`Unfired`] ones;
+//!   [`Scheduled::reset`] moves one in place.
+//! * [`DelayQueue`] — keyed timers: values that come out when their deadlines pass,
+//!   a cheap handle shared by any number of producers and consumers.
+//! * [`io::TimeoutStream`] — idle read and write timeouts on any `AsyncRead` /
+//!   `AsyncWrite`, moved in place as data flows.
 //! * [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`] — the same on a
 //!   process-wide [default timer](#default-timer).
 //! * With the `hyper` feature, `Timer` implements `hyper::rt::Timer`:
@@ -105,6 +110,7 @@ mod callback;
 mod clock;
 mod config;
 mod default;
+mod delay_queue;
 mod driver;
 mod error;
 #[cfg(feature = "hyper")]
@@ -112,6 +118,7 @@ mod hyper;
 #[allow(unsafe_code)]
 mod inline_fn;
 mod interval;
+pub mod io;
 mod scheduled;
 mod sleep;
 mod stats;
@@ -129,6 +136,7 @@ mod wheel_model;
 pub use builder::Builder;
 pub use config::Executor;
 pub use default::{interval, sleep, sleep_until, timeout, timeout_at};
+pub use delay_queue::{DelayQueue, Expired, Key, TryInsertError};
 pub use error::{Elapsed, Error};
 pub use interval::Interval;
 pub use scheduled::{Scheduled, Unfired};

@@ -11,19 +11,21 @@
 //! callback ran" can never both happen, nor neither.
 //!
 //! The [`Scheduled`] handle shares nothing with the entry: it names it by its
-//! registration and the tick it is due at (which, unlike the key's generation, no
+//! registration and the step it is due at (which, unlike the key's generation, no
 //! later entry can share with it: see [`wheel`](crate::wheel)), and learns the
-//! callback's state from the wheel, under the same lock.
+//! callback's state from the wheel, under the same lock. A [`reset`](Scheduled::reset)
+//! moves the entry and rewrites that step under the lock too (the handle's `Place`),
+//! so a cancel, a state query or another reset racing it reads the step the entry is
+//! at, never one it has left.
 
 use std::fmt;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::callback::Callback;
-use crate::driver::{Anchor, CallbackState, Registration};
-use crate::sync::AtomicBool;
+use crate::driver::{Anchor, CallbackState, Place, Registration};
 
 /// The handle of a callback registered with [`Timer::schedule`](crate::Timer::schedule).
 ///
@@ -69,12 +71,9 @@ pub struct Scheduled {
 struct Handle {
     anchor: Arc<Anchor>,
     reg: Registration,
-    /// The step the entry is due at: with `reg`, what names it.
-    step: u64,
-    /// As in the callback (see `Clock::offset_of`): 8 bytes rather than an `Instant`'s 16.
-    deadline: i64,
-    /// Set, under the shard's lock, by the `cancel` that took the entry out.
-    cancelled: AtomicBool,
+    /// The step the entry is due at (with `reg`, what names it), its deadline, and
+    /// whether a `cancel` took it out: changed only under the shard's lock.
+    place: Place,
 }
 
 impl Scheduled {
@@ -88,9 +87,7 @@ impl Scheduled {
             inner: Some(Handle {
                 anchor,
                 reg,
-                step,
-                deadline,
-                cancelled: AtomicBool::new(false),
+                place: Place::new(step, deadline),
             }),
         }
     }
@@ -113,14 +110,21 @@ impl Scheduled {
     pub fn detach(mut self) {
         if let Some(handle) = self.inner.take() {
             let shared = &handle.anchor.shared;
-            shared.disown(handle.reg, handle.step, &handle.cancelled);
+            shared.disown(handle.reg, &handle.place);
             shared.detach();
         }
     }
 
+    /// Drops the handle of a callback that is running (called from inside it), without
+    /// the cancel a drop would try: there is nothing left to cancel, and the cancel
+    /// would take the shard's lock to find that out.
+    pub(crate) fn drop_from_callback(mut self) {
+        self.inner = None;
+    }
+
     /// Whether the callback was cancelled (by [`cancel`](Scheduled::cancel)).
     pub fn is_cancelled(&self) -> bool {
-        self.handle().cancelled.load(Ordering::Acquire)
+        self.handle().place.is_cancelled()
     }
 
     /// Whether the deadline passed and the timer handed the callback to its executor:
@@ -134,27 +138,74 @@ impl Scheduled {
         self.handle().state() == CallbackState::Expired
     }
 
-    /// When the callback is due (it runs less than a tick and a millisecond later).
+    /// When the callback is due (it runs less than a tick and a millisecond later):
+    /// the deadline it was scheduled at, or the latest [`reset`](Scheduled::reset)
+    /// that moved it.
     pub fn deadline(&self) -> Instant {
         self.handle().deadline()
+    }
+
+    /// Moves a pending callback to `delay` from now, earlier or later, in place: the
+    /// same entry, closure and handle, no allocation. Returns whether it was still
+    /// pending (and so moved): `false` if it has run (or is running), was cancelled,
+    /// or was returned by [`Timer::shutdown`](crate::Timer::shutdown); nothing changes
+    /// then.
+    ///
+    /// Exactly once still holds: when a reset races the callback's expiry or a
+    /// [`cancel`](Scheduled::cancel) on another thread, either the reset returns `true`
+    /// and the callback runs once, at its new deadline (or is cancelled later), or it
+    /// returns `false` and the callback ran, or was cancelled, as it would have anyway.
+    ///
+    /// A deadline already past (`Duration::ZERO`) runs the callback on the driver's
+    /// next step, less than a tick later, never on the caller's stack, as
+    /// [`Timer::schedule`](crate::Timer::schedule) does with one. Far deadlines
+    /// saturate as `schedule`'s do.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), tokio_wheel::Error> {
+    /// use std::time::Duration;
+    /// use tokio_wheel::Timer;
+    ///
+    /// let timer = Timer::new();
+    /// // Renew a lease 10 s before it ends; each renewal pushes the check back.
+    /// let check = timer.schedule(Duration::from_secs(20), || println!("lease lost"))?;
+    /// assert!(check.reset(Duration::from_secs(30)));
+    /// assert!(check.cancel());
+    /// assert!(!check.reset(Duration::from_secs(30)), "a cancelled callback stays put");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn reset(&self, delay: Duration) -> bool {
+        let handle = self.handle();
+        let shared = &handle.anchor.shared;
+        let offset = shared.clock.offset_after(shared.now(), delay);
+        shared.reset_callback(handle.reg, &handle.place, offset)
+    }
+
+    /// Moves a pending callback to `deadline`, in place; see
+    /// [`reset`](Scheduled::reset).
+    pub fn reset_at(&self, deadline: Instant) -> bool {
+        let handle = self.handle();
+        let shared = &handle.anchor.shared;
+        let offset = shared.clock.offset_of(deadline);
+        shared.reset_callback(handle.reg, &handle.place, offset)
     }
 }
 
 impl Handle {
     fn deadline(&self) -> Instant {
-        self.anchor.shared.clock.instant_at(self.deadline)
+        self.anchor.shared.clock.instant_at(self.place.deadline())
     }
 
     fn cancel(&self) -> bool {
-        self.anchor
-            .shared
-            .cancel_callback(self.reg, self.step, &self.cancelled)
+        self.anchor.shared.cancel_callback(self.reg, &self.place)
     }
 
     fn state(&self) -> CallbackState {
-        self.anchor
-            .shared
-            .callback_state(self.reg, self.step, &self.cancelled)
+        self.anchor.shared.callback_state(self.reg, &self.place)
     }
 }
 

@@ -18,7 +18,7 @@ use loom::thread;
 use tokio_wheel::loom_hooks::{
     capped_timer, kept_alive, lose_driver, parked_until, shutdown, tick_end, timer, turn,
 };
-use tokio_wheel::{Error, Instant, Sleep, Timer};
+use tokio_wheel::{DelayQueue, Error, Instant, Sleep, Timer};
 
 const TICK: Duration = Duration::from_millis(10);
 
@@ -156,6 +156,169 @@ fn reset_vs_fire_moves_or_refires() {
         turn(&timer, 3);
         assert!(woken.0.load(Ordering::SeqCst), "lost wakeup after reset");
         assert!(poll(&mut sleep, &waker).is_ready());
+        assert_eq!(timer.pending(), 0);
+    });
+}
+
+/// `Scheduled::reset` racing the callback's expiry: either the reset moved it (and it
+/// runs once, at the new tick) or it had fired (and the reset says so); never both,
+/// never neither.
+#[test]
+fn scheduled_reset_vs_fire_exactly_once() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = ran.clone();
+        let handle = timer
+            .schedule_at(in_tick(&timer, 1), move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || turn(&timer, 1))
+        };
+        let moved = handle.reset_at(in_tick(&timer, 3));
+        driver.join().unwrap();
+        assert_eq!(ran.load(Ordering::SeqCst), usize::from(!moved));
+        assert_eq!(handle.is_expired(), !moved);
+        turn(&timer, 2);
+        assert_eq!(ran.load(Ordering::SeqCst), usize::from(!moved), "early");
+        turn(&timer, 3);
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        assert!(handle.is_expired());
+        assert!(!handle.cancel());
+        assert_eq!(timer.pending(), 0);
+    });
+}
+
+/// `Scheduled::cancel` racing a `reset` of the same handle on another thread: the
+/// cancel reads the step the entry is at under the lock that moves it, so it always
+/// finds the entry, whichever goes first, and the callback never runs.
+#[test]
+fn scheduled_reset_vs_cancel_cancels() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = ran.clone();
+        let handle = Arc::new(
+            timer
+                .schedule_at(in_tick(&timer, 1), move || {
+                    r.fetch_add(1, Ordering::SeqCst);
+                })
+                .unwrap(),
+        );
+        let canceller = {
+            let handle = handle.clone();
+            thread::spawn(move || handle.cancel())
+        };
+        let moved = handle.reset_at(in_tick(&timer, 3));
+        let cancelled = canceller.join().unwrap();
+        assert!(cancelled, "cancel missed the moved entry (moved: {moved})");
+        assert!(handle.is_cancelled());
+        turn(&timer, 3);
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        assert_eq!(timer.pending(), 0);
+    });
+}
+
+/// A consumer polling an empty `DelayQueue` races another thread that inserts a value
+/// and turns the driver past its deadline: the consumer either takes the value on that
+/// poll or is woken, and then takes it; never both, never a lost wakeup.
+#[test]
+fn delay_queue_consumer_vs_insert_and_expiry_loses_no_wakeup() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        let queue = DelayQueue::with_timer(&timer);
+        let producer = {
+            let (queue, timer) = (queue.clone(), timer.clone());
+            thread::spawn(move || {
+                queue.insert_at(7u8, in_tick(&timer, 1));
+                turn(&timer, 1);
+            })
+        };
+        let (woken, waker) = flag();
+        let mut cx = Context::from_waker(&waker);
+        let first = queue.poll_expired(&mut cx);
+        producer.join().unwrap();
+        match first {
+            Poll::Ready(Some(expired)) => assert_eq!(expired.into_inner(), 7),
+            Poll::Ready(None) => panic!("an open queue ended"),
+            Poll::Pending => {
+                assert!(woken.0.load(Ordering::SeqCst), "lost wakeup");
+                match queue.poll_expired(&mut cx) {
+                    Poll::Ready(Some(expired)) => assert_eq!(expired.into_inner(), 7),
+                    other => panic!("woken for nothing: {:?}", other.is_ready()),
+                }
+            }
+        }
+        assert!(queue.is_empty());
+        assert_eq!(timer.pending(), 0);
+    });
+}
+
+/// Two consumers race for one value as it expires: exactly one gets it.
+#[test]
+fn delay_queue_two_consumers_take_a_value_once() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        let queue = DelayQueue::with_timer(&timer);
+        queue.insert_at(7u8, in_tick(&timer, 1));
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || turn(&timer, 1))
+        };
+        let other = {
+            let queue = queue.clone();
+            thread::spawn(move || {
+                let (_, waker) = flag();
+                queue
+                    .poll_expired(&mut Context::from_waker(&waker))
+                    .is_ready()
+            })
+        };
+        let (_, waker) = flag();
+        let here = queue
+            .poll_expired(&mut Context::from_waker(&waker))
+            .is_ready();
+        let there = other.join().unwrap();
+        driver.join().unwrap();
+        let (_, waker) = flag();
+        let after = queue
+            .poll_expired(&mut Context::from_waker(&waker))
+            .is_ready();
+        assert_eq!(
+            usize::from(here) + usize::from(there) + usize::from(after),
+            1,
+            "taken {here} {there} {after}"
+        );
+    });
+}
+
+/// `DelayQueue::reset` racing the value's expiry: either the reset moved it (it comes
+/// out after the new deadline) or it had expired (the reset says so); the value comes
+/// out exactly once either way.
+#[test]
+fn delay_queue_reset_vs_expiry_exactly_once() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        let queue = DelayQueue::with_timer(&timer);
+        let key = queue.insert_at(7u8, in_tick(&timer, 1));
+        let driver = {
+            let timer = timer.clone();
+            thread::spawn(move || turn(&timer, 1))
+        };
+        let moved = queue.reset_at(&key, in_tick(&timer, 3));
+        driver.join().unwrap();
+        let (_, waker) = flag();
+        let mut cx = Context::from_waker(&waker);
+        let mut out = usize::from(queue.poll_expired(&mut cx).is_ready());
+        assert_eq!(out, usize::from(!moved), "moved {moved}");
+        assert_eq!(queue.deadline(&key).is_some(), moved);
+        turn(&timer, 3);
+        out += usize::from(queue.poll_expired(&mut cx).is_ready());
+        assert_eq!(out, 1);
+        assert!(queue.is_empty());
         assert_eq!(timer.pending(), 0);
     });
 }

@@ -1,6 +1,7 @@
 //! The workloads behind the benches and the `compare` binary, one function each, so
 //! that every report measures the same thing the same way.
 
+pub mod keyed;
 pub mod rpc;
 
 use std::alloc::{GlobalAlloc, Layout, System};

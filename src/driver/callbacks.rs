@@ -3,8 +3,10 @@
 //! handle, and handing expired callbacks to their [`Executor`].
 //!
 //! A callback's entry is named by its [`Registration`] and its step, as a future's is;
-//! its handle also keeps a `cancelled` flag, set under the shard's lock by the cancel
-//! that took the entry out, and read under it before anything else.
+//! its handle keeps that step in a [`Place`], with a cancelled mark set under the
+//! shard's lock by the cancel that took the entry out. Both are read under that lock
+//! before anything else, and the step is rewritten under it by a reset that moves the
+//! entry, so a handle never names its entry by a step it has left.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
@@ -12,7 +14,7 @@ use std::sync::{Arc, Weak};
 
 use super::{lock, Registration, Shared, RETAIN};
 use crate::callback::{run_caught, Callback};
-use crate::sync::AtomicBool;
+use crate::sync::AtomicU64;
 use crate::wheel::{InsertError, MAX_ENTRIES, MAX_STEP};
 use crate::{Error, Executor};
 
@@ -27,6 +29,53 @@ pub(crate) enum CallbackState {
     Cancelled,
     /// Taken out by shutdown, unrun.
     Unfired,
+}
+
+/// Where a callback's entry is, as its [`Scheduled`](crate::Scheduled) handle knows it.
+///
+/// *Invariant:* the step and deadline change, and the cancelled mark is set, only under
+/// the lock of the entry's shard, and the driver's methods read them only under it: a
+/// reset racing a cancel, a state query or an expiry is decided by that lock.
+#[derive(Debug)]
+pub(crate) struct Place {
+    /// The step the entry is due at (with the registration, what names it), with
+    /// [`CANCELLED`] set by the `cancel` that took the entry out. One word rather than
+    /// a step and a flag keeps a `Scheduled` at 40 bytes.
+    step: AtomicU64,
+    /// The deadline as an offset from the clock's origin (`Clock::offset_of`), as bits;
+    /// read without the lock, for `Scheduled::deadline`.
+    deadline: AtomicU64,
+}
+
+/// The mark in [`Place::step`] of a cancelled entry: above every step (`MAX_STEP` is
+/// below 2^44).
+const CANCELLED: u64 = 1 << 63;
+const _: () = assert!(MAX_STEP < CANCELLED);
+
+impl Place {
+    pub(crate) fn new(step: u64, deadline: i64) -> Place {
+        Place {
+            step: AtomicU64::new(step),
+            deadline: AtomicU64::new(deadline as u64),
+        }
+    }
+
+    /// The deadline, as an offset (`Clock::offset_of`); the latest a reset set.
+    pub(crate) fn deadline(&self) -> i64 {
+        self.deadline.load(Ordering::Acquire) as i64
+    }
+
+    /// Whether a `cancel` took the entry out.
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.step.load(Ordering::Acquire) & CANCELLED != 0
+    }
+
+    /// The step the entry is at, or `None` once cancelled (it names no entry then).
+    /// Under the shard's lock.
+    fn step(&self) -> Option<u64> {
+        let step = self.step.load(Ordering::Acquire);
+        (step & CANCELLED == 0).then_some(step)
+    }
 }
 
 /// An expired callback on its way to an executor other than the driver task. If it is
@@ -154,26 +203,21 @@ impl Shared {
         }
     }
 
-    /// Removes the callback at `reg`, due at `step`, if it is still pending, setting
-    /// `cancelled` under the lock. Returns whether it was pending: exactly one of this
+    /// Removes the callback at `reg`, at its `place`, if it is still pending, setting
+    /// the cancelled mark under the lock. Returns whether it was pending: exactly one of this
     /// returning `true` and the driver taking the callback out can happen, as both take
     /// it out of the wheel under the shard's lock.
-    pub(crate) fn cancel_callback(
-        &self,
-        reg: Registration,
-        step: u64,
-        cancelled: &AtomicBool,
-    ) -> bool {
+    pub(crate) fn cancel_callback(&self, reg: Registration, place: &Place) -> bool {
         let mut wheels = lock(&self.shard(reg).wheels);
         // Read under the lock that set it: a handle that removed its entry itself no
         // longer names it, and must not reach whatever entry has its key now.
-        if cancelled.load(Ordering::Acquire) {
+        let Some(step) = place.step() else {
             return false;
-        }
+        };
         let Some(removed) = wheels.callbacks.remove(reg.key, step) else {
             return false;
         };
-        cancelled.store(true, Ordering::Release);
+        place.step.store(step | CANCELLED, Ordering::Release);
         wheels.cancelled += 1;
         let released = wheels.callbacks.release_if_empty(RETAIN);
         drop(wheels);
@@ -185,18 +229,60 @@ impl Shared {
         true
     }
 
-    /// Where the callback at `reg`, due at `step`, is, decided under the lock its entry
-    /// moves under.
-    pub(crate) fn callback_state(
-        &self,
-        reg: Registration,
-        step: u64,
-        cancelled: &AtomicBool,
-    ) -> CallbackState {
+    /// Moves the callback at `reg`, at its `place`, to the deadline `offset` (see
+    /// `Clock::offset_of`), if it is still pending, keeping its entry, key and closure;
+    /// updates `place` under the lock. Returns whether it was pending: the driver's
+    /// expiry and `cancel` take the entry out under the same lock, so exactly one of
+    /// "moved" and "taken out" happens, and a moved callback still runs exactly once.
+    ///
+    /// A deadline whose step is already processed (or being processed) moves it to the
+    /// next step, as `schedule` places a past deadline: it runs on the driver, never on
+    /// the caller's stack.
+    pub(crate) fn reset_callback(&self, reg: Registration, place: &Place, offset: i64) -> bool {
+        let to = self.clock.step_at_offset(offset);
+        let mut wheels = lock(&self.shard(reg).wheels);
+        let Some(step) = place.step() else {
+            return false;
+        };
+        // Far deadlines saturate at the last step the clock can name (as `schedule`'s
+        // do, short of refusing), and the result at the wheel's own `MAX_STEP`, so that
+        // the step recorded is the one the entry is named by.
+        let to = to
+            .min(self.clock.last_step())
+            .max(wheels.callbacks.first_open_step())
+            .min(MAX_STEP);
+        match wheels.callbacks.reschedule(reg.key, step, to) {
+            Ok(()) => {
+                if let Some(callback) = wheels.callbacks.get_mut(reg.key, to) {
+                    callback.set_deadline(offset);
+                }
+                place.step.store(to, Ordering::Release);
+                place.deadline.store(offset as u64, Ordering::Release);
+                wheels.reset += 1;
+                drop(wheels);
+                self.notify_if_earlier(to);
+                true
+            }
+            Err(None) => false,
+            // Only when the wheel has processed `MAX_STEP` itself (the paused clock
+            // 557 years on): the entry came out, and runs on the driver's next turn
+            // (or here, once shut down), as a callback an executor handed back does.
+            Err(Some(callback)) => {
+                drop(wheels);
+                self.reject(callback);
+                true
+            }
+        }
+    }
+
+    /// Where the callback at `reg`, at its `place`, is, decided under the lock its
+    /// entry moves under.
+    pub(crate) fn callback_state(&self, reg: Registration, place: &Place) -> CallbackState {
         let wheels = lock(&self.shard(reg).wheels);
-        if cancelled.load(Ordering::Acquire) {
-            CallbackState::Cancelled
-        } else if wheels.callbacks.contains(reg.key, step) {
+        let Some(step) = place.step() else {
+            return CallbackState::Cancelled;
+        };
+        if wheels.callbacks.contains(reg.key, step) {
             CallbackState::Scheduled
         } else if wheels
             .unfired
@@ -238,16 +324,16 @@ impl Shared {
         }
     }
 
-    /// The handle of the callback `reg` names at `step` was detached: record that
+    /// The handle of the callback `reg` names at its `place` was detached: record that
     /// no handle owns it (see `Callback::disown`), or, once the driver is lost, drop
     /// it now, as the loss dropped the unowned ones. After `shutdown()` it is left
     /// for `shutdown` to return. Takes the shard's lock.
-    pub(crate) fn disown(&self, reg: Registration, step: u64, cancelled: &AtomicBool) {
+    pub(crate) fn disown(&self, reg: Registration, place: &Place) {
         let mut wheels = lock(&self.shard(reg).wheels);
         // Read under the lock that set it: a cancelled handle names no entry.
-        if cancelled.load(Ordering::Acquire) {
+        let Some(step) = place.step() else {
             return;
-        }
+        };
         let lost = wheels.lost;
         let Some(callback) = wheels.callbacks.get_mut(reg.key, step) else {
             return;

@@ -9,8 +9,9 @@
 //! * `mod.rs` — the shared state: shards, registrations, anchors.
 //! * `futures.rs` — what a [`Sleep`](crate::Sleep) asks: register, update its waker,
 //!   move, cancel.
-//! * `callbacks.rs` — what a [`Scheduled`](crate::Scheduled) asks, the keep-alive of
-//!   detached callbacks, and handing expired callbacks to their executor.
+//! * `callbacks.rs` — what a [`Scheduled`](crate::Scheduled) asks (schedule, cancel,
+//!   move, its state), the keep-alive of detached callbacks, and handing expired
+//!   callbacks to their executor.
 //! * `turn.rs` — one turn of the driver, parking without lost wakeups, shutdown.
 //! * `context.rs` — entering a runtime's context without `Handle::enter`'s panics.
 //! * `fallback.rs` — timing a `Sleep` once the wheel no longer turns (shut down, its
@@ -54,7 +55,7 @@ mod futures;
 mod task;
 mod turn;
 
-pub(crate) use callbacks::CallbackState;
+pub(crate) use callbacks::{CallbackState, Place};
 pub(crate) use fallback::Fallback;
 pub(crate) use futures::Registered;
 pub(crate) use task::start;

@@ -39,6 +39,9 @@ fn main() {
     }
     let started = Instant::now();
     let mut targets = Targets::default();
+    if args.first().map(String::as_str) == Some("keyed") {
+        return keyed_rows();
+    }
     let alt = match args.first().map(String::as_str) {
         Some("rpc") | Some("idle") | Some("callbacks") => None,
         _ => Some(alt_timer::build()),
@@ -65,6 +68,7 @@ fn main() {
     memory_row(&mut targets);
     callbacks_rows(&mut targets);
     rpc_row();
+    keyed_rows();
 
     // In a process of its own: the workloads above leave threads behind that use CPU
     // while idle (pingora-timeout's clock thread ticks every millisecond for good).
@@ -527,6 +531,70 @@ fn rpc_row() {
         cell(1),
         cell(2),
         cell(3),
+    );
+}
+
+/// Keyed timers and idle I/O, a table of their own (`compare keyed` prints it alone):
+/// `DelayQueue` against tokio-util's, `io::TimeoutStream` against a plain stream and
+/// tokio-io-timeout. Each figure is the median of a few rounds, the peers interleaved.
+fn keyed_rows() {
+    use tokio_wheel_benches::workloads::keyed::{
+        idle_io, queue_churn, queue_expiry, queue_memory, IdleIo, Queue,
+    };
+    const ROUNDS: usize = 5;
+    let median = |mut xs: Vec<f64>| tokio_wheel_benches::median(&mut xs);
+    let per_queue = |f: &dyn Fn(Queue) -> f64| -> Vec<f64> {
+        let mut runs = vec![Vec::new(); Queue::ALL.len()];
+        for _ in 0..ROUNDS {
+            for (i, q) in Queue::ALL.into_iter().enumerate() {
+                runs[i].push(f(q));
+            }
+        }
+        runs.into_iter().map(median).collect()
+    };
+    let churn = per_queue(&|q| queue_churn(q, 200_000, 10_000));
+    let expiry = per_queue(&|q| queue_expiry(q, 100_000));
+    let memory: Vec<f64> = Queue::ALL
+        .into_iter()
+        .map(|q| queue_memory(q, 100_000))
+        .collect();
+    let mut io_runs = vec![Vec::new(); IdleIo::ALL.len()];
+    for _ in 0..ROUNDS {
+        for (i, kind) in IdleIo::ALL.into_iter().enumerate() {
+            io_runs[i].push(idle_io(kind, 50_000));
+        }
+    }
+    let io: Vec<f64> = io_runs.into_iter().map(median).collect();
+    println!();
+    println!(
+        "| keyed workload | {} | {} | ratio (theirs ÷ ours) |",
+        Queue::Wheel.name(),
+        Queue::TokioUtil.name()
+    );
+    println!("|---|---|---|---|");
+    println!(
+        "| churn: insert + remove, 10k pending, ns per pair (median of {ROUNDS}) | {:.0} | {:.0} | {:.2}× |",
+        churn[0], churn[1], churn[1] / churn[0]
+    );
+    println!(
+        "| expiry: 100k values over 100 ms, taken by one consumer, CPU ns per value (all threads) | {:.0} | {:.0} | {:.2}× |",
+        expiry[0], expiry[1], expiry[1] / expiry[0]
+    );
+    println!(
+        "| memory: heap bytes per pending `u64` value at 100k | {:.0} | {:.0} | {:.2}× |",
+        memory[0],
+        memory[1],
+        memory[1] / memory[0]
+    );
+    println!();
+    println!(
+        "| idle read timeout: 50k one-byte round trips over a duplex pipe, 1 s read timeout, CPU ns per round trip | {} | {} | {} |",
+        IdleIo::Plain.name(), IdleIo::Wheel.name(), IdleIo::TokioIoTimeout.name()
+    );
+    println!("|---|---|---|---|");
+    println!(
+        "| median of {ROUNDS}; extra over plain in brackets | {:.0} | {:.0} (+{:.0}) | {:.0} (+{:.0}) |",
+        io[0], io[1], io[1] - io[0], io[2], io[2] - io[0]
     );
 }
 

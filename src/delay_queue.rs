@@ -1,0 +1,696 @@
+//! [`DelayQueue`]: values that come out when their deadlines pass, shared by any
+//! number of producers and consumers.
+//!
+//! Retry queues (Dubbo's failback), TTL caches and lease renewals are keyed timers:
+//! each value has a deadline that moves (`reset`) or goes away (`remove`) before it
+//! passes, and something takes the values whose deadline passed. tokio-util's
+//! `DelayQueue` does this for one owner (`&mut self`, polled by the task that owns it);
+//! this one is a cheap [`Clone`] handle whose every operation takes `&self`, so any
+//! task inserts, removes and resets while one or several consumers take expired values.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! use std::time::Duration;
+//! use tokio_wheel::{DelayQueue, Timer};
+//!
+//! let timer = Timer::new();
+//! let retries = DelayQueue::with_timer(&timer);
+//! let key = retries.insert("order 17", Duration::from_secs(5));
+//! retries.insert("order 18", Duration::from_secs(1));
+//! // The first retry of order 17 failed again: back off.
+//! assert!(retries.reset(&key, Duration::from_secs(10)));
+//!
+//! let consumer = retries.clone();
+//! let first = consumer.next_expired().await.unwrap();
+//! assert_eq!(first.into_inner(), "order 18");
+//! assert_eq!(retries.remove(&key), Some("order 17"));
+//! # }
+//! ```
+//!
+//! # Implementation
+//!
+//! Each pending value is one callback on the timer ([`Timer::schedule_at`]), whose
+//! [`Scheduled`] handle the queue keeps beside the value in its own slab; `reset` moves
+//! that callback in place ([`Scheduled::reset_at`]) and `remove` cancels it, both O(1).
+//! The callback holds only a `Weak` reference to the queue and the value's [`Key`], so
+//! the driver never keeps values alive: when the last handle goes, the values are
+//! dropped and their callbacks cancelled. When a callback runs, it moves its value from
+//! the slab to the expired list (under the queue's lock, so exactly once) and wakes the
+//! consumers waiting.
+//!
+//! A [`Key`] is the value's slab index and a serial number the queue never hands out
+//! twice (64 bits: it does not wrap), so a key whose value was removed, expired or
+//! cleared names nothing, however often its slot has been reused since.
+
+use std::cell::Cell;
+use std::collections::BinaryHeap;
+use std::fmt;
+use std::pin::Pin;
+use std::sync::{Arc, PoisonError, Weak};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use futures_core::Stream;
+use slab::Slab;
+use tokio::time::Instant;
+
+use crate::clock::deadline_after;
+use crate::sync::{Mutex, MutexGuard};
+use crate::{Error, Scheduled, Timer};
+
+/// A queue of values that come out, through [`poll_expired`](DelayQueue::poll_expired)
+/// or the [`Stream`] impl, once their deadlines pass: in deadline order, never early,
+/// less than a tick and a millisecond late (the timer's tick).
+///
+/// A `DelayQueue` is a handle: clones share the queue, and it is `Send + Sync` when
+/// `T: Send`. Any task inserts, [`remove`](DelayQueue::remove)s and
+/// [`reset`](DelayQueue::reset)s; any number of consumers take expired values, each
+/// value going to exactly one of them. Insert, remove and reset are O(1).
+///
+/// * **Empty is not finished.** A consumer of an empty queue waits (`Pending`), and
+///   gets a value inserted later by any task when it expires (the expiry wakes it; an
+///   insert does not, as there is nothing to take yet). It gets `None` only once the
+///   queue is [`close`](DelayQueue::close)d and nothing is left in it, pending or
+///   expired; a `remove` or `clear` that leaves a closed queue so wakes its consumers.
+/// * **Stale keys are inert.** [`remove`](DelayQueue::remove),
+///   [`reset`](DelayQueue::reset) and [`deadline`](DelayQueue::deadline) return
+///   `None`/`false` for a key whose value expired, was removed or cleared, never panic,
+///   and never reach a value inserted later in the same slot.
+/// * **Several consumers.** Every consumer waiting is woken when values expire (or the
+///   queue closes); those that find nothing left wait again. No wakeup is lost when a
+///   woken consumer is dropped before taking anything.
+/// * **Order.** Expired values wait in deadline order. Values whose deadlines fall in
+///   the same tick may come out in either order. Each value's expiry is a callback on
+///   the timer: on a timer whose [`Executor`](crate::Executor) is not `Inline`, it runs
+///   there, and that executor's delay adds to the lateness.
+///
+/// The values live in the queue, not in the timer: dropping the last handle drops them
+/// and cancels their timers.
+///
+/// # Errors
+///
+/// A value needs one pending callback on the timer. Where the timer refuses one (shut
+/// down, or at [`Builder::max_pending`](crate::Builder::max_pending)),
+/// [`try_insert`](DelayQueue::try_insert) returns the value in a [`TryInsertError`];
+/// [`insert`](DelayQueue::insert) never loses it and never panics, but expires it at
+/// once (see there).
+///
+/// # Shutdown
+///
+/// [`Timer::shutdown`] returns the callbacks of the values still pending among its
+/// [`Unfired`](crate::Unfired): running or dropping one expires its value at once
+/// (early), so that consumers are not left waiting for a deadline nothing times any
+/// more. (If the timer's runtime shuts down without `shutdown`, the values stay pending
+/// until `shutdown` is called, or they are removed or cleared.)
+///
+/// # Examples
+///
+/// Several consumers, one producer:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use std::time::Duration;
+/// use tokio_wheel::{DelayQueue, Timer};
+///
+/// let timer = Timer::new();
+/// let queue = DelayQueue::with_timer(&timer);
+/// let workers: Vec<_> = (0..2)
+///     .map(|_| {
+///         let queue = queue.clone();
+///         tokio::spawn(async move {
+///             let mut taken = Vec::new();
+///             while let Some(expired) = queue.next_expired().await {
+///                 taken.push(expired.into_inner());
+///             }
+///             taken
+///         })
+///     })
+///     .collect();
+/// for n in 0..10 {
+///     queue.insert(n, Duration::from_millis(100 * n));
+/// }
+/// tokio::time::sleep(Duration::from_secs(2)).await;
+/// queue.close();
+/// let mut all = Vec::new();
+/// for worker in workers {
+///     all.extend(worker.await.unwrap());
+/// }
+/// all.sort();
+/// assert_eq!(all, (0..10).collect::<Vec<_>>());
+/// # }
+/// ```
+pub struct DelayQueue<T> {
+    queue: Arc<Queue<T>>,
+}
+
+/// The queue all handles share.
+struct Queue<T> {
+    timer: Timer,
+    state: Mutex<State<T>>,
+}
+
+struct State<T> {
+    /// Values whose deadlines have not passed, each with its callback's handle.
+    pending: Slab<Item<T>>,
+    /// The serial of the next value inserted: never reused, so stale keys stay inert.
+    next_serial: u64,
+    /// Values whose deadlines passed, earliest deadline first (then first inserted),
+    /// waiting for a consumer. A heap, not a list: callbacks of different shards, or
+    /// a value reset into the past, expire out of deadline order, and a sorted insert
+    /// into a long backlog would scan it under the lock.
+    expired: BinaryHeap<Due<T>>,
+    /// Consumers waiting for a value (or for the close), one waker per task.
+    waiting: Vec<Waker>,
+    closed: bool,
+}
+
+struct Item<T> {
+    value: T,
+    serial: u64,
+    /// Cancels the value's callback when dropped (always after the queue's lock).
+    timer: Scheduled,
+}
+
+/// Names a value in the [`DelayQueue`] that returned it; inert once the value has
+/// expired, been removed or been cleared.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct Key {
+    index: usize,
+    serial: u64,
+}
+
+/// A value whose deadline passed, taken from a [`DelayQueue`].
+#[derive(Debug)]
+pub struct Expired<T> {
+    value: T,
+    key: Key,
+    deadline: Instant,
+}
+
+impl<T> Expired<T> {
+    /// The value.
+    pub fn get_ref(&self) -> &T {
+        &self.value
+    }
+
+    /// The value, mutably.
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.value
+    }
+
+    /// The value, taken out.
+    pub fn into_inner(self) -> T {
+        self.value
+    }
+
+    /// The key the value was inserted under (it names nothing in the queue any more).
+    pub fn key(&self) -> Key {
+        self.key
+    }
+
+    /// The deadline the value expired at (the last one a reset set).
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+}
+
+/// A value [`DelayQueue::try_insert`] could not insert, given back with the reason.
+pub struct TryInsertError<T> {
+    error: Error,
+    value: T,
+}
+
+impl<T> TryInsertError<T> {
+    /// Why the timer refused it: [`Error::Shutdown`], [`Error::AtCapacity`] or
+    /// [`Error::OutOfRange`].
+    pub fn error(&self) -> &Error {
+        &self.error
+    }
+
+    /// The value, given back.
+    pub fn into_inner(self) -> T {
+        self.value
+    }
+}
+
+impl<T> fmt::Debug for TryInsertError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TryInsertError")
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> fmt::Display for TryInsertError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the delay queue's timer refused the value: {}",
+            self.error
+        )
+    }
+}
+
+impl<T> std::error::Error for TryInsertError<T> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+fn lock<T>(state: &Mutex<State<T>>) -> MutexGuard<'_, State<T>> {
+    // No user code runs under the lock but `Waker::clone`, before any change.
+    state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<T: Send + 'static> DelayQueue<T> {
+    /// A queue on the [default timer](crate#default-timer), which follows the real
+    /// clock: in a test on Tokio's paused clock, use [`with_timer`](DelayQueue::with_timer)
+    /// with a [`Timer`] built in the test.
+    ///
+    /// # Panics
+    ///
+    /// As [`sleep`](crate::sleep): if the default timer cannot be created.
+    pub fn new() -> Self {
+        DelayQueue::with_timer(crate::default::default_timer())
+    }
+
+    /// A queue whose deadlines `timer` keeps (and whose tick bounds their lateness).
+    pub fn with_timer(timer: &Timer) -> Self {
+        DelayQueue {
+            queue: Arc::new(Queue {
+                timer: timer.clone(),
+                state: Mutex::new(State {
+                    pending: Slab::new(),
+                    next_serial: 0,
+                    expired: BinaryHeap::new(),
+                    waiting: Vec::new(),
+                    closed: false,
+                }),
+            }),
+        }
+    }
+
+    /// Inserts `value`, to expire `timeout` from now. O(1).
+    ///
+    /// If the timer refuses it (shut down, or at its
+    /// [`max_pending`](crate::Builder::max_pending)), the value expires at once, with
+    /// this deadline, rather than being lost or panicking: consumers get it next. Use
+    /// [`try_insert`](DelayQueue::try_insert) to be told instead.
+    pub fn insert(&self, value: T, timeout: Duration) -> Key {
+        self.insert_at(
+            value,
+            deadline_after(self.queue.timer.shared().now(), timeout),
+        )
+    }
+
+    /// Inserts `value`, to expire at `when` (at once, on the timer's next tick, if
+    /// `when` has passed). O(1). As [`insert`](DelayQueue::insert) if the timer refuses it.
+    pub fn insert_at(&self, value: T, when: Instant) -> Key {
+        match self.try_insert_at(value, when) {
+            Ok(key) => key,
+            Err(refused) => self.expire_now(refused.value, when),
+        }
+    }
+
+    /// Inserts `value`, to expire `timeout` from now, or gives it back.
+    ///
+    /// # Errors
+    ///
+    /// [`TryInsertError`], holding the value, if the timer is shut down
+    /// ([`Error::Shutdown`]) or already holds its
+    /// [`max_pending`](crate::Builder::max_pending) callbacks ([`Error::AtCapacity`]).
+    pub fn try_insert(&self, value: T, timeout: Duration) -> Result<Key, TryInsertError<T>> {
+        self.try_insert_at(
+            value,
+            deadline_after(self.queue.timer.shared().now(), timeout),
+        )
+    }
+
+    /// Inserts `value`, to expire at `when`, or gives it back.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_insert`](DelayQueue::try_insert).
+    pub fn try_insert_at(&self, value: T, when: Instant) -> Result<Key, TryInsertError<T>> {
+        let mut state = lock(&self.queue.state);
+        let State {
+            pending,
+            next_serial,
+            ..
+        } = &mut *state;
+        let slot = pending.vacant_entry();
+        let key = Key {
+            index: slot.key(),
+            serial: *next_serial,
+        };
+        let expiry = Expiry {
+            queue: Arc::downgrade(&self.queue),
+            key,
+        };
+        // Scheduled under the queue's lock, so that the callback, which takes it, finds
+        // the value in its slot. It never runs on this stack (a past deadline runs on
+        // the driver's next step), and the closure, dropped unrun on an error, is
+        // dropped quietly: it would take the lock held here.
+        match quietly(|| self.queue.timer.schedule_at(when, move || drop(expiry))) {
+            Ok(timer) => {
+                slot.insert(Item {
+                    value,
+                    serial: key.serial,
+                    timer,
+                });
+                *next_serial += 1;
+                Ok(key)
+            }
+            Err(error) => Err(TryInsertError { error, value }),
+        }
+    }
+
+    /// Puts a value the timer refused straight on the expired list.
+    fn expire_now(&self, value: T, when: Instant) -> Key {
+        let mut state = lock(&self.queue.state);
+        let key = Key {
+            index: usize::MAX,
+            serial: state.next_serial,
+        };
+        state.next_serial += 1;
+        let waiting = state.push_expired(Expired {
+            value,
+            key,
+            deadline: when,
+        });
+        drop(state);
+        waiting.into_iter().for_each(Waker::wake);
+        key
+    }
+}
+
+impl<T: Send + 'static> Default for DelayQueue<T> {
+    /// [`DelayQueue::new`].
+    fn default() -> Self {
+        DelayQueue::new()
+    }
+}
+
+impl<T> DelayQueue<T> {
+    /// Removes the value `key` names, before its deadline, and returns it; its timer is
+    /// cancelled. O(1). `None` if it expired (it is then a consumer's), was removed or
+    /// was cleared.
+    pub fn remove(&self, key: &Key) -> Option<T> {
+        let mut state = lock(&self.queue.state);
+        let item = state.take(key)?;
+        let ended = state.if_ended();
+        drop(state);
+        // The cancel after the lock: if the callback is running already, it waits for
+        // the queue's lock and then finds the slot empty.
+        let Item { value, timer, .. } = item;
+        quietly(|| drop(timer));
+        ended.into_iter().for_each(Waker::wake);
+        Some(value)
+    }
+
+    /// Moves the deadline of the value `key` names to `timeout` from now, earlier or
+    /// later, in place. O(1). Returns `false` (and changes nothing) if it expired, was
+    /// removed or was cleared.
+    pub fn reset(&self, key: &Key, timeout: Duration) -> bool {
+        self.reset_at(
+            key,
+            deadline_after(self.queue.timer.shared().now(), timeout),
+        )
+    }
+
+    /// Moves the deadline of the value `key` names to `when`; see
+    /// [`reset`](DelayQueue::reset). A `when` already past expires it on the timer's
+    /// next tick.
+    pub fn reset_at(&self, key: &Key, when: Instant) -> bool {
+        let state = lock(&self.queue.state);
+        // Under the queue's lock, so that a `remove` cannot drop the handle meanwhile;
+        // `false` means the callback is taking the value out (or is waiting for this
+        // lock to).
+        state.get(key).is_some_and(|item| item.timer.reset_at(when))
+    }
+
+    /// The deadline of the value `key` names, if it is still pending.
+    pub fn deadline(&self, key: &Key) -> Option<Instant> {
+        lock(&self.queue.state)
+            .get(key)
+            .map(|item| item.timer.deadline())
+    }
+
+    /// How many values the queue holds: pending, or expired and not yet taken.
+    pub fn len(&self) -> usize {
+        let state = lock(&self.queue.state);
+        state.pending.len() + state.expired.len()
+    }
+
+    /// Whether the queue holds no value, pending or expired. (An empty queue is not
+    /// finished: its consumers wait for values inserted later.)
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Removes every value, pending or expired; their keys become inert.
+    pub fn clear(&self) {
+        let mut state = lock(&self.queue.state);
+        let pending = std::mem::take(&mut state.pending);
+        let expired = std::mem::take(&mut state.expired);
+        let ended = state.if_ended();
+        drop(state);
+        // Values dropped and timers cancelled after the lock.
+        quietly(|| drop((pending, expired)));
+        ended.into_iter().for_each(Waker::wake);
+    }
+
+    /// Closes the queue: consumers get `None` once nothing is left in it (after taking
+    /// every value still pending, as each expires). Inserts are still accepted, and
+    /// delay that end.
+    pub fn close(&self) {
+        let mut state = lock(&self.queue.state);
+        state.closed = true;
+        let waiting = std::mem::take(&mut state.waiting);
+        drop(state);
+        waiting.into_iter().for_each(Waker::wake);
+    }
+
+    /// Whether [`close`](DelayQueue::close) was called.
+    pub fn is_closed(&self) -> bool {
+        lock(&self.queue.state).closed
+    }
+
+    /// Takes the next expired value: `Ready(Some(_))` with it, `Pending` (waking the
+    /// task when a value expires or the queue closes) if there is none yet, and
+    /// `Ready(None)` once the queue is closed and empty.
+    pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        let mut state = lock(&self.queue.state);
+        if let Some(Due(expired)) = state.expired.pop() {
+            return Poll::Ready(Some(expired));
+        }
+        if state.is_ended() {
+            return Poll::Ready(None);
+        }
+        let waker = cx.waker();
+        if !state.waiting.iter().any(|w| w.will_wake(waker)) {
+            state.waiting.push(waker.clone());
+        }
+        Poll::Pending
+    }
+
+    /// Waits for the next expired value; `None` once the queue is closed and empty. See
+    /// [`poll_expired`](DelayQueue::poll_expired).
+    ///
+    /// # Cancellation
+    ///
+    /// Cancel-safe: a value is taken only when this completes.
+    pub async fn next_expired(&self) -> Option<Expired<T>> {
+        std::future::poll_fn(|cx| self.poll_expired(cx)).await
+    }
+}
+
+impl<T> State<T> {
+    fn get(&self, key: &Key) -> Option<&Item<T>> {
+        self.pending
+            .get(key.index)
+            .filter(|item| item.serial == key.serial)
+    }
+
+    fn take(&mut self, key: &Key) -> Option<Item<T>> {
+        self.get(key)?;
+        Some(self.pending.remove(key.index))
+    }
+
+    /// Whether consumers get `None`: closed, and nothing left to take or to expire.
+    fn is_ended(&self) -> bool {
+        self.closed && self.pending.is_empty() && self.expired.is_empty()
+    }
+
+    /// The consumers to wake because a removal just ended the queue (they wait for a
+    /// value that will now never come, and must see the end).
+    fn if_ended(&mut self) -> Vec<Waker> {
+        if self.is_ended() {
+            std::mem::take(&mut self.waiting)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Adds an expired value; returns the consumers to wake.
+    fn push_expired(&mut self, expired: Expired<T>) -> Vec<Waker> {
+        self.expired.push(Due(expired));
+        std::mem::take(&mut self.waiting)
+    }
+}
+
+/// An expired value in the heap, ordered so that the earliest deadline (then the
+/// lowest serial: the first inserted) comes out first.
+struct Due<T>(Expired<T>);
+
+impl<T> Due<T> {
+    fn order(&self) -> (Instant, u64) {
+        (self.0.deadline, self.0.key.serial)
+    }
+}
+
+impl<T> PartialEq for Due<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.order() == other.order()
+    }
+}
+
+impl<T> Eq for Due<T> {}
+
+impl<T> PartialOrd for Due<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<T> Ord for Due<T> {
+    /// Reversed: `BinaryHeap` pops the greatest.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.order().cmp(&self.order())
+    }
+}
+
+/// A value's callback: expires the value when it runs, and also when it is dropped
+/// unrun, as the [`Unfired`](crate::Unfired) callbacks [`Timer::shutdown`] returns may
+/// be, so that no value is stranded in a queue that nothing times any more. The queue's
+/// own drops of it (a remove, a clear, a refused insert) are quiet: the value is gone
+/// or was never in, and the check would take the queue's lock.
+struct Expiry<T> {
+    queue: Weak<Queue<T>>,
+    key: Key,
+}
+
+impl<T> Drop for Expiry<T> {
+    fn drop(&mut self) {
+        if !QUIET.with(Cell::get) {
+            Queue::expire(&self.queue, self.key);
+        }
+    }
+}
+
+thread_local! {
+    /// Set while this thread drops callbacks the queue itself took out of the timer.
+    static QUIET: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with [`QUIET`] set: callbacks it drops on this thread do nothing.
+fn quietly<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            QUIET.with(|quiet| quiet.set(self.0));
+        }
+    }
+    let _restore = Restore(QUIET.with(|quiet| quiet.replace(true)));
+    f()
+}
+
+impl<T> Queue<T> {
+    /// The callback of the value `key` names: moves it to the expired list and wakes
+    /// the consumers, unless it was removed (or the queue dropped) meanwhile.
+    fn expire(queue: &Weak<Queue<T>>, key: Key) {
+        let Some(queue) = queue.upgrade() else {
+            return;
+        };
+        let mut state = lock(&queue.state);
+        let Some(item) = state.take(&key) else {
+            return;
+        };
+        let Item { value, timer, .. } = item;
+        let waiting = state.push_expired(Expired {
+            value,
+            key,
+            deadline: timer.deadline(),
+        });
+        drop(state);
+        // Its callback is this one, running: nothing to cancel.
+        timer.drop_from_callback();
+        waiting.into_iter().for_each(Waker::wake);
+    }
+}
+
+impl<T> Clone for DelayQueue<T> {
+    fn clone(&self) -> Self {
+        DelayQueue {
+            queue: self.queue.clone(),
+        }
+    }
+}
+
+impl<T> Stream for DelayQueue<T> {
+    type Item = Expired<T>;
+
+    /// [`poll_expired`](DelayQueue::poll_expired): `Pending` while the queue is
+    /// empty, `None` only once it is closed and empty.
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        self.poll_expired(cx)
+    }
+}
+
+impl<T> fmt::Debug for DelayQueue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = lock(&self.queue.state);
+        f.debug_struct("DelayQueue")
+            .field("pending", &state.pending.len())
+            .field("expired", &state.expired.len())
+            .field("waiting", &state.waiting.len())
+            .field("closed", &state.closed)
+            .field("timer", &self.queue.timer)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Under `cfg(test)` the wheel's generations wrap every three inserts, so the
+    /// callbacks of values removed here leave wheel keys whose index and generation a
+    /// later value's callback shares: the queue's serials, and the wheel's steps under
+    /// them, keep every stale key inert all the same.
+    #[tokio::test(start_paused = true)]
+    async fn stale_keys_stay_inert_after_the_wheels_generations_wrap() {
+        let timer = Timer::builder()
+            .tick(Duration::from_millis(10))
+            .build()
+            .unwrap();
+        let queue = DelayQueue::with_timer(&timer);
+        let keep = queue.insert(u32::MAX, Duration::from_millis(30));
+        let mut stale = Vec::new();
+        for i in 0..5000u32 {
+            let key = queue.insert(i, Duration::from_millis(30));
+            for old in stale.iter().rev().take(4) {
+                assert!(!queue.reset(old, Duration::from_millis(1)), "{i}");
+                assert_eq!(queue.remove(old), None, "{i}");
+            }
+            assert_eq!(queue.remove(&key), Some(i));
+            stale.push(key);
+        }
+        assert_eq!(timer.pending(), 1);
+        let expired = queue.next_expired().await.unwrap();
+        assert_eq!((expired.key(), expired.into_inner()), (keep, u32::MAX));
+        assert!(queue.is_empty());
+    }
+}

@@ -1,0 +1,298 @@
+//! Idle timeouts on any [`AsyncRead`]/[`AsyncWrite`]: [`TimeoutStream`].
+//!
+//! A connection whose peer stops sending (or stops reading) holds a task, a socket and
+//! its buffers for ever unless something cuts it. Wrapping every read in a `timeout`
+//! allocates a timer per read; [`TimeoutStream`] keeps one [`Sleep`] per direction and
+//! moves it in place, so a busy connection costs no new wheel entry per read.
+//!
+//! ```no_run
+//! # async fn serve() -> std::io::Result<()> {
+//! use std::time::Duration;
+//! use tokio::io::AsyncReadExt;
+//! use tokio::net::TcpListener;
+//! use tokio_wheel::io::TimeoutStream;
+//!
+//! let listener = TcpListener::bind("127.0.0.1:0").await?;
+//! let (socket, _) = listener.accept().await?;
+//! let mut socket = TimeoutStream::new(socket);
+//! socket.set_read_timeout(Some(Duration::from_secs(30)));
+//! let mut buf = [0; 1024];
+//! // Fails with `ErrorKind::TimedOut` if the peer sends nothing for 30 s.
+//! let n = socket.read(&mut buf).await?;
+//! # let _ = n;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Implementation
+//!
+//! Each direction has a timeout, a [`Sleep`] made on first need, and whether that
+//! `Sleep` is armed. An operation that returns `Pending` arms the timeout if it is not
+//! armed (moving the `Sleep` to now plus the timeout with [`Sleep::reset`], in place
+//! once it is registered) and polls the `Sleep`; one that makes progress (returns
+//! `Ready`) disarms it, touching no shared state. So a stream that is always ready
+//! never touches the wheel, and one that waits moves one entry per wait. An armed
+//! `Sleep` that completes fails the operation with [`io::ErrorKind::TimedOut`] and is
+//! disarmed, so the next operation waits a full timeout again.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use pin_project_lite::pin_project;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::clock::deadline_after;
+use crate::{Sleep, Timer};
+
+pin_project! {
+    /// An [`AsyncRead`]/[`AsyncWrite`] whose reads and writes fail with
+    /// [`io::ErrorKind::TimedOut`] after waiting, with no progress, longer than their
+    /// timeout (less than a tick and a millisecond longer).
+    ///
+    /// The timeouts are idle timeouts: each wait starts its own, so a peer that sends a
+    /// byte more often than the read timeout is never cut, however long the
+    /// connection lives. Writes, flushes and shutdowns share the write timeout. Both
+    /// are off (`None`) until set.
+    ///
+    /// `TimeoutStream<S>` is `Unpin` when `S` is (a `TcpStream` is), so it needs no
+    /// pinning; it works wherever `S` does, e.g. under hyper as
+    /// `hyper_util::rt::TokioIo<TimeoutStream<TcpStream>>`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use std::io::ErrorKind;
+    /// use std::time::Duration;
+    /// use tokio::io::AsyncReadExt;
+    /// use tokio_wheel::{io::TimeoutStream, Timer};
+    ///
+    /// let timer = Timer::new();
+    /// let (client, _server) = tokio::io::duplex(64);
+    /// let mut client = TimeoutStream::with_timer(client, &timer);
+    /// client.set_read_timeout(Some(Duration::from_secs(5)));
+    /// let err = client.read(&mut [0; 8]).await.unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::TimedOut);
+    /// # }
+    /// ```
+    pub struct TimeoutStream<S> {
+        #[pin]
+        stream: S,
+        timer: Timer,
+        read: Idle,
+        write: Idle,
+    }
+}
+
+/// One direction's idle timeout.
+struct Idle {
+    timeout: Option<Duration>,
+    /// Made on the first wait; then moved, never replaced.
+    sleep: Option<Sleep>,
+    /// Whether `sleep` times the current wait (else it is left over from an earlier
+    /// one, and may fire: a spurious wakeup, never an error).
+    armed: bool,
+}
+
+impl Idle {
+    const OFF: Idle = Idle {
+        timeout: None,
+        sleep: None,
+        armed: false,
+    };
+
+    fn set(&mut self, timeout: Option<Duration>) {
+        self.timeout = timeout;
+        self.armed = false;
+    }
+
+    /// After the operation returned `Pending`: arms the timeout if need be and polls
+    /// it. `Err` once the wait has lasted the timeout.
+    fn poll_wait(&mut self, timer: &Timer, cx: &mut Context<'_>, what: &str) -> io::Result<()> {
+        let Some(timeout) = self.timeout else {
+            return Ok(());
+        };
+        if !self.armed {
+            let deadline = deadline_after(timer.shared().now(), timeout);
+            match &mut self.sleep {
+                Some(sleep) => sleep.reset(deadline),
+                None => self.sleep = Some(timer.sleep_until(deadline)),
+            }
+            self.armed = true;
+        }
+        let sleep = self.sleep.as_mut().expect("armed above");
+        match Pin::new(sleep).poll(cx) {
+            Poll::Ready(()) => {
+                self.armed = false;
+                Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("{what} idle for longer than its timeout of {timeout:?}"),
+                ))
+            }
+            Poll::Pending => Ok(()),
+        }
+    }
+
+    /// Runs after every poll of the stream in this direction.
+    fn after<T>(
+        &mut self,
+        timer: &Timer,
+        cx: &mut Context<'_>,
+        what: &str,
+        poll: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        match poll {
+            Poll::Ready(result) => {
+                self.armed = false;
+                Poll::Ready(result)
+            }
+            Poll::Pending => match self.poll_wait(timer, cx, what) {
+                Ok(()) => Poll::Pending,
+                Err(e) => Poll::Ready(Err(e)),
+            },
+        }
+    }
+}
+
+impl<S> TimeoutStream<S> {
+    /// Wraps `stream`, with its timeouts on the [default timer](crate#default-timer),
+    /// which follows the real clock (in a test on Tokio's paused clock, use
+    /// [`with_timer`](TimeoutStream::with_timer)). Both timeouts are off until set.
+    ///
+    /// # Panics
+    ///
+    /// As [`sleep`](crate::sleep): if the default timer cannot be created.
+    pub fn new(stream: S) -> Self {
+        TimeoutStream::with_timer(stream, crate::default::default_timer())
+    }
+
+    /// Wraps `stream`, with its timeouts on `timer`. Both are off until set.
+    pub fn with_timer(stream: S, timer: &Timer) -> Self {
+        TimeoutStream {
+            stream,
+            timer: timer.clone(),
+            read: Idle::OFF,
+            write: Idle::OFF,
+        }
+    }
+
+    /// Sets how long a read may wait with no data before it fails with
+    /// [`io::ErrorKind::TimedOut`]; `None` waits for ever. Takes effect from the next
+    /// read that waits.
+    pub fn set_read_timeout(&mut self, timeout: Option<Duration>) {
+        self.read.set(timeout);
+    }
+
+    /// Sets how long a write, flush or shutdown may wait with no progress before it
+    /// fails with [`io::ErrorKind::TimedOut`]; `None` waits for ever.
+    pub fn set_write_timeout(&mut self, timeout: Option<Duration>) {
+        self.write.set(timeout);
+    }
+
+    /// [`set_read_timeout`](TimeoutStream::set_read_timeout) on a pinned stream (one
+    /// whose `S` is not `Unpin`).
+    pub fn set_read_timeout_pinned(self: Pin<&mut Self>, timeout: Option<Duration>) {
+        self.project().read.set(timeout);
+    }
+
+    /// [`set_write_timeout`](TimeoutStream::set_write_timeout) on a pinned stream.
+    pub fn set_write_timeout_pinned(self: Pin<&mut Self>, timeout: Option<Duration>) {
+        self.project().write.set(timeout);
+    }
+
+    /// The read timeout.
+    pub fn read_timeout(&self) -> Option<Duration> {
+        self.read.timeout
+    }
+
+    /// The write timeout.
+    pub fn write_timeout(&self) -> Option<Duration> {
+        self.write.timeout
+    }
+
+    /// The wrapped stream.
+    pub fn get_ref(&self) -> &S {
+        &self.stream
+    }
+
+    /// The wrapped stream, mutably. Reading or writing it directly bypasses the
+    /// timeouts.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.stream
+    }
+
+    /// The wrapped stream, pinned.
+    pub fn get_pin_mut(self: Pin<&mut Self>) -> Pin<&mut S> {
+        self.project().stream
+    }
+
+    /// Unwraps the stream; pending timeouts are cancelled.
+    pub fn into_inner(self) -> S {
+        self.stream
+    }
+}
+
+impl<S: AsyncRead> AsyncRead for TimeoutStream<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.project();
+        let poll = this.stream.poll_read(cx, buf);
+        this.read.after(this.timer, cx, "read", poll)
+    }
+}
+
+impl<S: AsyncWrite> AsyncWrite for TimeoutStream<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.project();
+        let poll = this.stream.poll_write(cx, buf);
+        this.write.after(this.timer, cx, "write", poll)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.project();
+        let poll = this.stream.poll_write_vectored(cx, bufs);
+        this.write.after(this.timer, cx, "write", poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.project();
+        let poll = this.stream.poll_flush(cx);
+        this.write.after(this.timer, cx, "flush", poll)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.project();
+        let poll = this.stream.poll_shutdown(cx);
+        this.write.after(this.timer, cx, "shutdown", poll)
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for TimeoutStream<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimeoutStream")
+            .field("stream", &self.stream)
+            .field("read_timeout", &self.read.timeout)
+            .field("write_timeout", &self.write.timeout)
+            .finish()
+    }
+}

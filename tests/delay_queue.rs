@@ -1,0 +1,490 @@
+//! `DelayQueue`: deadline order, never early, less than a tick late; shared by several
+//! producers and consumers, each value taken exactly once; stale keys inert; an empty
+//! queue pending until closed; bad input. Paused clock, except one test that needs
+//! real threads.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::time::Instant;
+use tokio_wheel::{DelayQueue, Error, Expired, Timer};
+
+const TICK: Duration = Duration::from_millis(10);
+/// Lateness allowed: less than a tick plus Tokio's millisecond.
+const LATE: Duration = Duration::from_millis(11);
+
+fn timer() -> Timer {
+    Timer::builder().tick(TICK).build().unwrap()
+}
+
+/// Several deadlines, inserted out of order; consumers get them in order, never
+/// early, less than a tick (and a millisecond) late.
+#[tokio::test(start_paused = true)]
+async fn values_come_out_in_deadline_order_never_early_less_than_a_tick_late() {
+    let timer = timer();
+    let queue = DelayQueue::with_timer(&timer);
+    let start = Instant::now();
+    let delays = [730u64, 5, 0, 99, 100, 101, 12_000, 41, 40, 333, 1, 2500];
+    for ms in delays {
+        queue.insert(ms, Duration::from_millis(ms));
+    }
+    assert_eq!(queue.len(), delays.len());
+    let mut out = Vec::new();
+    let mut stream = queue.clone();
+    while out.len() < delays.len() {
+        let expired = stream.next().await.unwrap();
+        let ms = *expired.get_ref();
+        let deadline = start + Duration::from_millis(ms);
+        assert_eq!(expired.deadline(), deadline);
+        let now = Instant::now();
+        assert!(
+            now >= deadline,
+            "{ms} ms came out {:?} early",
+            deadline - now
+        );
+        assert!(
+            now < deadline + LATE,
+            "{ms} ms came out {:?} late",
+            now - deadline
+        );
+        out.push(ms);
+    }
+    let mut sorted = delays.to_vec();
+    sorted.sort();
+    // Values whose deadlines share a tick may swap; none here are further apart.
+    for (got, want) in out.iter().zip(&sorted) {
+        assert!(got.abs_diff(*want) < TICK.as_millis() as u64, "{out:?}");
+    }
+    assert!(queue.is_empty());
+    assert_eq!(timer.pending(), 0);
+}
+
+/// Values whose deadlines passed while no consumer was polling wait in deadline
+/// order, whatever order their callbacks ran in.
+#[tokio::test(start_paused = true)]
+async fn expired_values_wait_in_deadline_order() {
+    let timer = timer();
+    let queue = DelayQueue::with_timer(&timer);
+    let start = Instant::now();
+    for ms in [900u64, 300, 600, 100, 800, 200] {
+        queue.insert(ms, Duration::from_millis(ms));
+    }
+    let late = queue.insert(50, Duration::from_secs(5));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Moved to a deadline already past: it expires on the next tick, after the
+    // others, yet comes out first.
+    assert!(queue.reset_at(&late, start + Duration::from_millis(50)));
+    tokio::time::sleep(TICK).await;
+    let now = Instant::now();
+    let mut out = Vec::new();
+    for _ in 0..7 {
+        out.push(queue.next_expired().await.unwrap().into_inner());
+    }
+    assert_eq!(Instant::now(), now, "all were waiting");
+    assert_eq!(out, [50, 100, 200, 300, 600, 800, 900]);
+}
+
+/// An empty queue is pending, not finished: a consumer that started on it gets a
+/// value another task inserts later, when it expires, and `None` only after `close`.
+#[tokio::test(start_paused = true)]
+async fn a_consumer_waiting_on_an_empty_queue_gets_a_later_insert() {
+    let timer = timer();
+    let queue: DelayQueue<&str> = DelayQueue::with_timer(&timer);
+    let start = Instant::now();
+    let consumer = {
+        let queue = queue.clone();
+        tokio::spawn(async move {
+            let first = queue
+                .next_expired()
+                .await
+                .map(|e| (e.into_inner(), Instant::now()));
+            let end = queue.next_expired().await.map(|e| e.into_inner());
+            (first, end, Instant::now())
+        })
+    };
+    tokio::task::yield_now().await;
+    assert!(!consumer.is_finished(), "an empty queue ended its consumer");
+    let producer = {
+        let queue = queue.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            queue.insert("late", Duration::from_millis(100));
+        })
+    };
+    producer.await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        !consumer.is_finished(),
+        "drained but not closed: still pending"
+    );
+    queue.close();
+    let (first, end, closed_at) = consumer.await.unwrap();
+    let (value, at) = first.unwrap();
+    assert_eq!(value, "late");
+    let deadline = start + Duration::from_millis(1100);
+    assert!(at >= deadline && at < deadline + LATE, "{:?}", at - start);
+    assert_eq!(end, None);
+    assert!(closed_at >= start + Duration::from_secs(6));
+}
+
+/// `close` with values pending: consumers still get each one as it expires, then
+/// `None`.
+#[tokio::test(start_paused = true)]
+async fn close_ends_consumers_only_once_drained() {
+    let timer = timer();
+    let queue = DelayQueue::with_timer(&timer);
+    queue.insert(1, Duration::from_millis(500));
+    queue.insert(2, Duration::from_millis(20));
+    queue.close();
+    assert!(queue.is_closed());
+    let all: Vec<i32> = queue.clone().map(|e| e.into_inner()).collect().await;
+    assert_eq!(all, [2, 1]);
+    assert!(queue.next_expired().await.is_none());
+}
+
+/// A closed queue whose last pending value is removed (or cleared) by another task
+/// ends its waiting consumers: they wait for nothing any more (tokio#6751: a shared
+/// tokio-util queue does not wake its consumer when a remove empties it).
+#[tokio::test(start_paused = true)]
+async fn removing_the_last_value_of_a_closed_queue_ends_its_consumers() {
+    let timer = timer();
+    let queue: DelayQueue<u8> = DelayQueue::with_timer(&timer);
+    for clear in [false, true] {
+        let key = queue.insert(1, Duration::from_secs(60));
+        let consumers: Vec<_> = (0..2)
+            .map(|_| {
+                let queue = queue.clone();
+                tokio::spawn(async move { queue.next_expired().await.map(Expired::into_inner) })
+            })
+            .collect();
+        queue.close();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(consumers.iter().all(|c| !c.is_finished()), "ended early");
+        let start = Instant::now();
+        if clear {
+            queue.clear();
+        } else {
+            assert_eq!(queue.remove(&key), Some(1));
+        }
+        for consumer in consumers {
+            let end = tokio::time::timeout(Duration::from_secs(3600), consumer).await;
+            assert_eq!(end.expect("a consumer was not woken").unwrap(), None);
+        }
+        assert_eq!(Instant::now(), start, "woken at once");
+    }
+}
+
+/// Four consumers, producers inserting, removing and resetting from other tasks:
+/// every value that is not removed is taken exactly once.
+#[tokio::test(start_paused = true)]
+async fn several_consumers_each_value_exactly_once() {
+    let timer = timer();
+    let queue = DelayQueue::with_timer(&timer);
+    let consumers: Vec<_> = (0..4)
+        .map(|_| {
+            let queue = queue.clone();
+            tokio::spawn(async move {
+                let mut taken = Vec::new();
+                while let Some(expired) = queue.next_expired().await {
+                    taken.push(expired.into_inner());
+                    // Let the others in between.
+                    tokio::task::yield_now().await;
+                }
+                taken
+            })
+        })
+        .collect();
+    let producers: Vec<_> = (0..3u32)
+        .map(|p| {
+            let queue = queue.clone();
+            tokio::spawn(async move {
+                let mut removed = Vec::new();
+                for i in 0..300u32 {
+                    let value = p * 1000 + i;
+                    let key = queue.insert(value, Duration::from_millis(u64::from(i * 7 % 200)));
+                    match i % 5 {
+                        0 if queue.remove(&key).is_some() => removed.push(value),
+                        1 => {
+                            queue.reset(&key, Duration::from_millis(50));
+                        }
+                        _ => {}
+                    }
+                    if i % 16 == 0 {
+                        tokio::time::sleep(Duration::from_millis(3)).await;
+                    }
+                }
+                removed
+            })
+        })
+        .collect();
+    let mut removed = HashSet::new();
+    for producer in producers {
+        removed.extend(producer.await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    queue.close();
+    let mut taken = Vec::new();
+    let mut busy = 0;
+    for consumer in consumers {
+        let got = consumer.await.unwrap();
+        busy += usize::from(!got.is_empty());
+        taken.extend(got);
+    }
+    assert!(busy > 1, "one consumer took everything: {busy}");
+    let distinct: HashSet<u32> = taken.iter().copied().collect();
+    assert_eq!(distinct.len(), taken.len(), "a value was taken twice");
+    assert!(distinct.is_disjoint(&removed), "a removed value was taken");
+    assert_eq!(taken.len() + removed.len(), 900, "a value was lost");
+    assert_eq!(removed.len(), 180);
+    assert_eq!(timer.pending(), 0);
+}
+
+/// Real threads: a multi-thread runtime, producers and consumers on its workers.
+/// Exactly once under real contention (timing is not asserted beyond an upper bound).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn several_consumers_on_threads_each_value_exactly_once() {
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    let queue = DelayQueue::with_timer(&timer);
+    let consumers: Vec<_> = (0..3)
+        .map(|_| {
+            let queue = queue.clone();
+            tokio::spawn(async move {
+                let mut taken = Vec::new();
+                while let Some(expired) = queue.next_expired().await {
+                    taken.push(expired.into_inner());
+                }
+                taken
+            })
+        })
+        .collect();
+    let producers: Vec<_> = (0..4u32)
+        .map(|p| {
+            let queue = queue.clone();
+            tokio::spawn(async move {
+                for i in 0..500u32 {
+                    queue.insert(p * 1000 + i, Duration::from_millis(u64::from(i % 20)));
+                    if i % 50 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+            })
+        })
+        .collect();
+    for producer in producers {
+        producer.await.unwrap();
+    }
+    let start = std::time::Instant::now();
+    while !queue.is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(10), "values stuck");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    queue.close();
+    let mut taken = Vec::new();
+    for consumer in consumers {
+        taken.extend(consumer.await.unwrap());
+    }
+    let distinct: HashSet<u32> = taken.iter().copied().collect();
+    assert_eq!(distinct.len(), 2000);
+    assert_eq!(taken.len(), 2000);
+}
+
+/// Keys whose value was removed, expired or cleared are inert: `None`/`false`, no
+/// panic, and no reach into the value that reuses their slot.
+#[tokio::test(start_paused = true)]
+async fn stale_keys_are_inert() {
+    let timer = timer();
+    let queue = DelayQueue::with_timer(&timer);
+    let removed = queue.insert("removed", Duration::from_secs(1));
+    assert_eq!(queue.remove(&removed), Some("removed"));
+    // Same slot, new value.
+    let live = queue.insert("live", Duration::from_secs(1));
+    assert_eq!(queue.remove(&removed), None);
+    assert!(!queue.reset(&removed, Duration::from_secs(9)));
+    assert_eq!(queue.deadline(&removed), None);
+    assert_ne!(removed, live);
+    assert_eq!(
+        queue.deadline(&live),
+        Some(Instant::now() + Duration::from_secs(1)),
+        "the stale key moved the live value"
+    );
+
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Expired, not yet taken: the value is a consumer's now.
+    assert_eq!(queue.remove(&live), None);
+    assert!(!queue.reset(&live, Duration::from_secs(1)));
+    assert_eq!(queue.deadline(&live), None);
+    let expired = queue.next_expired().await.unwrap();
+    assert_eq!(expired.key(), live);
+
+    let cleared = queue.insert("cleared", Duration::from_secs(1));
+    queue.clear();
+    assert!(queue.is_empty());
+    let after = queue.insert("after", Duration::from_secs(1));
+    assert_eq!(queue.remove(&cleared), None);
+    assert_eq!(queue.remove(&after), Some("after"));
+    assert_eq!(timer.pending(), 0);
+}
+
+/// 5 000 inserts and removes through the same few slots: every stale key stays inert
+/// and the queue and its timer hold nothing at the end.
+#[tokio::test(start_paused = true)]
+async fn five_thousand_inserts_and_removes_through_the_same_slots() {
+    let timer = timer();
+    let queue = DelayQueue::with_timer(&timer);
+    let anchor = queue.insert(u32::MAX, Duration::from_secs(60));
+    let mut stale = Vec::new();
+    for i in 0..5000u32 {
+        let key = queue.insert(i, Duration::from_millis(u64::from(i % 50)));
+        if let Some(previous) = stale.last() {
+            assert_eq!(queue.remove(previous), None);
+            assert!(!queue.reset(previous, Duration::from_secs(1)));
+        }
+        if i % 10 == 9 {
+            // Some expire instead, and are taken: their keys go stale that way.
+            tokio::time::sleep(Duration::from_millis(60)).await;
+            let taken = queue.next_expired().await.unwrap();
+            assert_eq!(taken.key(), key);
+        } else {
+            assert_eq!(queue.remove(&key), Some(i));
+        }
+        stale.push(key);
+    }
+    for key in &stale {
+        assert_eq!(queue.remove(key), None);
+        assert_eq!(queue.deadline(key), None);
+    }
+    assert_eq!(queue.len(), 1);
+    assert_eq!(queue.remove(&anchor), Some(u32::MAX));
+    assert_eq!(timer.pending(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn remove_cancels_and_reset_moves_in_place() {
+    let timer = timer();
+    let queue = DelayQueue::with_timer(&timer);
+    let start = Instant::now();
+    let gone = queue.insert("gone", Duration::from_millis(100));
+    let moved = queue.insert("moved", Duration::from_millis(100));
+    assert_eq!(timer.pending(), 2);
+    assert_eq!(queue.remove(&gone), Some("gone"));
+    assert_eq!(
+        timer.pending(),
+        1,
+        "remove cancels the value's timer at once"
+    );
+    assert!(queue.reset(&moved, Duration::from_millis(700)));
+    assert_eq!(
+        queue.deadline(&moved),
+        Some(start + Duration::from_millis(700))
+    );
+    assert_eq!(timer.stats().reset, 1, "moved in place");
+    let expired = queue.next_expired().await.unwrap();
+    let now = Instant::now();
+    assert_eq!(expired.get_ref(), &"moved");
+    assert!(now >= start + Duration::from_millis(700));
+    assert!(now < start + Duration::from_millis(700) + LATE);
+}
+
+/// The driver holds no value: dropping the last handle drops them and cancels their
+/// timers.
+#[tokio::test(start_paused = true)]
+async fn values_are_dropped_with_the_last_handle() {
+    let timer = timer();
+    let value = Arc::new(());
+    let queue = DelayQueue::with_timer(&timer);
+    let other = queue.clone();
+    for ms in [10, 1000, 100_000] {
+        queue.insert(value.clone(), Duration::from_millis(ms));
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(Arc::strong_count(&value), 4);
+    drop(queue);
+    assert_eq!(Arc::strong_count(&value), 4, "a handle is left");
+    drop(other);
+    assert_eq!(Arc::strong_count(&value), 1, "values leaked");
+    assert_eq!(timer.pending(), 0, "timers left behind");
+}
+
+/// Past the timer's `max_pending`: `try_insert` gives the value back with the error;
+/// `insert` expires it at once rather than losing it or panicking.
+#[tokio::test(start_paused = true)]
+async fn at_capacity_try_insert_gives_the_value_back_and_insert_expires_it() {
+    let timer = Timer::builder().tick(TICK).max_pending(2).build().unwrap();
+    let queue = DelayQueue::with_timer(&timer);
+    queue.insert(1, Duration::from_secs(10));
+    queue.try_insert(2, Duration::from_secs(10)).unwrap();
+    let refused = queue.try_insert(3, Duration::from_secs(10)).unwrap_err();
+    assert_eq!(refused.error(), &Error::AtCapacity { max: 2 });
+    assert!(refused.to_string().contains("max_pending"), "{refused}");
+    assert_eq!(refused.into_inner(), 3);
+    let start = Instant::now();
+    let key = queue.insert(4, Duration::from_secs(10));
+    assert_eq!(queue.len(), 3);
+    assert_eq!(queue.deadline(&key), None, "not pending");
+    let expired = queue.next_expired().await.unwrap();
+    assert_eq!(Instant::now(), start, "expired at once");
+    assert_eq!(expired.key(), key);
+    assert_eq!(expired.into_inner(), 4);
+}
+
+/// After the timer's shutdown: `try_insert` gives the value back with
+/// `Error::Shutdown`; `insert` expires it at once. Values pending at shutdown come back
+/// among the `Unfired` callbacks: running or dropping one expires its value, waking a
+/// consumer that was waiting, so none waits for a deadline nothing times any more.
+#[tokio::test(start_paused = true)]
+async fn after_shutdown_try_insert_gives_the_value_back_and_insert_expires_it() {
+    let timer = timer();
+    let queue = DelayQueue::with_timer(&timer);
+    queue.insert("run", Duration::from_secs(10));
+    queue.insert("dropped", Duration::from_secs(20));
+    let take = |queue: &DelayQueue<&'static str>| {
+        let queue = queue.clone();
+        tokio::spawn(async move { queue.next_expired().await.map(Expired::into_inner) })
+    };
+    let waiting = take(&queue);
+    tokio::task::yield_now().await;
+    let mut unfired = timer.shutdown().await;
+    assert_eq!(unfired.len(), 2);
+    unfired.sort_by_key(|u| u.deadline());
+    let refused = queue
+        .try_insert("refused", Duration::from_secs(1))
+        .unwrap_err();
+    assert_eq!(refused.error(), &Error::Shutdown);
+    assert_eq!(refused.into_inner(), "refused");
+    queue.insert("late", Duration::from_secs(1));
+    assert_eq!(waiting.await.unwrap(), Some("late"), "expired at once");
+    let dropped = unfired.pop().unwrap();
+    unfired.pop().unwrap().run();
+    let run = tokio::time::timeout(Duration::from_secs(3600), queue.next_expired()).await;
+    assert_eq!(run.expect("not expired").unwrap().into_inner(), "run");
+    assert_eq!(queue.len(), 1, "the dropped one is still pending");
+    let waiting = take(&queue);
+    tokio::task::yield_now().await;
+    assert!(!waiting.is_finished());
+    drop(dropped);
+    let woken = tokio::time::timeout(Duration::from_secs(3600), waiting).await;
+    assert_eq!(woken.expect("not woken").unwrap(), Some("dropped"));
+    assert!(queue.is_empty());
+}
+
+/// A handle is `Send + Sync` for `T: Send`, `Clone` and `Debug` whatever `T` is.
+#[test]
+fn handles_are_send_sync_clone_debug() {
+    fn send_sync<T: Send + Sync + Clone + std::fmt::Debug>() {}
+    send_sync::<DelayQueue<std::cell::Cell<u8>>>();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let queue = DelayQueue::with_timer(&timer());
+        queue.insert(1, Duration::from_secs(1));
+        let text = format!("{queue:?}");
+        assert!(text.contains("pending: 1"), "{text}");
+    });
+}

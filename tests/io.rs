@@ -1,0 +1,308 @@
+//! `io::TimeoutStream`: idle read and write timeouts. Paused clock over
+//! `tokio::io::duplex` for the bounds; real TCP on 127.0.0.1 (real clock, tolerant
+//! bounds) for a silent and an active peer; one request served by hyper through it.
+
+use std::convert::Infallible;
+use std::io::ErrorKind;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
+use tokio_wheel::io::TimeoutStream;
+use tokio_wheel::Timer;
+
+const TICK: Duration = Duration::from_millis(10);
+/// How long a paused test waits for a cut that a broken wrapper never makes.
+const HOUR: Duration = Duration::from_secs(3600);
+/// Lateness allowed: less than a tick plus Tokio's millisecond.
+const LATE: Duration = Duration::from_millis(11);
+
+fn timer() -> Timer {
+    Timer::builder().tick(TICK).build().unwrap()
+}
+
+fn assert_between(took: Duration, timeout: Duration) {
+    assert!(took >= timeout, "cut early, after {took:?} of {timeout:?}");
+    assert!(
+        took < timeout + LATE,
+        "cut late, after {took:?} of {timeout:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_peer_is_cut_after_the_read_timeout_never_early() {
+    let timer = timer();
+    let (client, _server) = tokio::io::duplex(64);
+    let mut client = TimeoutStream::with_timer(client, &timer);
+    client.set_read_timeout(Some(Duration::from_millis(750)));
+    assert_eq!(client.read_timeout(), Some(Duration::from_millis(750)));
+    let start = Instant::now();
+    let read = tokio::time::timeout(HOUR, client.read(&mut [0; 8])).await;
+    assert_eq!(
+        read.expect("never cut").unwrap_err().kind(),
+        ErrorKind::TimedOut
+    );
+    assert_between(start.elapsed(), Duration::from_millis(750));
+    // The next read waits a full timeout again.
+    let again = Instant::now();
+    let err = client.read(&mut [0; 8]).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TimedOut);
+    assert_between(again.elapsed(), Duration::from_millis(750));
+}
+
+/// A peer that sends more often than the timeout is never cut, however long the
+/// connection lives; when it stops, the reader is cut one timeout after the last byte.
+/// Every wait moves the same wheel entry: one pending timer, never more.
+#[tokio::test(start_paused = true)]
+async fn an_active_peer_is_never_cut_and_each_wait_moves_one_entry() {
+    let timer = timer();
+    let (client, mut server) = tokio::io::duplex(64);
+    let mut client = TimeoutStream::with_timer(client, &timer);
+    let timeout = Duration::from_secs(1);
+    client.set_read_timeout(Some(timeout));
+    let writer = tokio::spawn(async move {
+        for _ in 0..50 {
+            tokio::time::sleep(Duration::from_millis(900)).await;
+            server.write_all(b"x").await.unwrap();
+        }
+        let last = Instant::now();
+        (server, last)
+    });
+    let mut buf = [0; 8];
+    for _ in 0..50 {
+        assert_eq!(client.read(&mut buf).await.unwrap(), 1);
+        assert!(timer.pending() <= 1, "{} pending", timer.pending());
+    }
+    let stats = timer.stats();
+    assert!(stats.reset >= 49, "moved in place: {stats:?}");
+    let (_server, last) = writer.await.unwrap();
+    let err = client.read(&mut buf).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TimedOut);
+    assert_between(last.elapsed(), timeout);
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_timeout_waits_for_ever() {
+    let timer = timer();
+    let (client, _server) = tokio::io::duplex(64);
+    let mut client = TimeoutStream::with_timer(client, &timer);
+    client.set_read_timeout(Some(Duration::from_millis(10)));
+    client.set_read_timeout(None);
+    let read = tokio::time::timeout(Duration::from_secs(3600), client.read(&mut [0; 8])).await;
+    assert!(read.is_err(), "a read with no timeout ended: {read:?}");
+    assert_eq!(timer.pending(), 0);
+}
+
+/// A peer that stops reading: writes fill the pipe, then the write that waits is cut.
+#[tokio::test(start_paused = true)]
+async fn a_peer_that_stops_reading_cuts_the_write_after_the_write_timeout() {
+    let timer = timer();
+    let (client, _server) = tokio::io::duplex(16);
+    let mut client = TimeoutStream::with_timer(client, &timer);
+    client.set_write_timeout(Some(Duration::from_millis(300)));
+    assert_eq!(client.write_timeout(), Some(Duration::from_millis(300)));
+    let start = Instant::now();
+    let err = client.write_all(&[7; 1024]).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TimedOut);
+    assert_between(start.elapsed(), Duration::from_millis(300));
+    // Reads are not timed by the write timeout.
+    assert_eq!(client.read_timeout(), None);
+}
+
+/// A stream whose every operation waits for ever (a peer that never acknowledges).
+struct Stalled;
+
+impl AsyncRead for Stalled {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        _: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Poll::Pending
+    }
+}
+
+impl AsyncWrite for Stalled {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        _: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Poll::Pending
+    }
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Pending
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Pending
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn flush_and_shutdown_are_timed_by_the_write_timeout() {
+    let timer = timer();
+    let mut stream = TimeoutStream::with_timer(Stalled, &timer);
+    stream.set_write_timeout(Some(Duration::from_millis(200)));
+    let start = Instant::now();
+    let flushed = tokio::time::timeout(HOUR, stream.flush())
+        .await
+        .expect("never cut");
+    assert_eq!(flushed.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_between(start.elapsed(), Duration::from_millis(200));
+    let start = Instant::now();
+    let shut = tokio::time::timeout(HOUR, stream.shutdown())
+        .await
+        .expect("never cut");
+    assert_eq!(shut.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_between(start.elapsed(), Duration::from_millis(200));
+    let _: &Stalled = stream.get_ref();
+    let _: &mut Stalled = stream.get_mut();
+    let Stalled = stream.into_inner();
+}
+
+#[test]
+fn unpin_when_the_stream_is() {
+    fn unpin<T: Unpin + Send + Sync + std::fmt::Debug>() {}
+    unpin::<TimeoutStream<TcpStream>>();
+    unpin::<TimeoutStream<tokio::io::DuplexStream>>();
+}
+
+/// Real TCP, real clock: a client that connects and sends nothing is cut by the
+/// server's read timeout, no earlier than it and within a tolerant bound.
+#[tokio::test]
+async fn tcp_a_silent_client_is_cut_no_earlier_than_the_read_timeout() {
+    let timer = timer();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let _client = TcpStream::connect(addr).await.unwrap();
+    let (socket, _) = listener.accept().await.unwrap();
+    let mut socket = TimeoutStream::with_timer(socket, &timer);
+    let timeout = Duration::from_millis(300);
+    socket.set_read_timeout(Some(timeout));
+    let start = std::time::Instant::now();
+    let err = socket.read(&mut [0; 64]).await.unwrap_err();
+    let took = start.elapsed();
+    assert_eq!(err.kind(), ErrorKind::TimedOut);
+    assert!(took >= timeout, "cut early: {took:?}");
+    assert!(
+        took < timeout + Duration::from_secs(2),
+        "cut late: {took:?}"
+    );
+}
+
+/// Real TCP, real clock: a client that writes every 100 ms for 1.5 s is never cut by
+/// a 400 ms read timeout.
+#[tokio::test]
+async fn tcp_an_active_client_is_never_cut() {
+    let timer = timer();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let client = tokio::spawn(async move {
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        for _ in 0..15 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            client.write_all(b"ping").await.unwrap();
+        }
+        client.shutdown().await.unwrap();
+    });
+    let (socket, _) = listener.accept().await.unwrap();
+    let mut socket = TimeoutStream::with_timer(socket, &timer);
+    socket.set_read_timeout(Some(Duration::from_millis(400)));
+    let mut received = Vec::new();
+    let start = std::time::Instant::now();
+    socket.read_to_end(&mut received).await.unwrap();
+    assert_eq!(received.len(), 60);
+    assert!(start.elapsed() < Duration::from_secs(10));
+    client.await.unwrap();
+}
+
+/// hyper serves a request through `TokioIo<TimeoutStream<TcpStream>>`, then cuts the
+/// idle keep-alive connection by the read timeout.
+#[tokio::test]
+async fn hyper_serves_through_it_and_the_idle_connection_is_cut() {
+    use http_body_util::{BodyExt, Empty, Full};
+    use hyper::body::{Bytes, Incoming};
+    use hyper::{Request, Response};
+    use hyper_util::rt::TokioIo;
+
+    let timer = timer();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let timeout = Duration::from_millis(300);
+    let server = tokio::spawn(async move {
+        let (socket, _) = listener.accept().await.unwrap();
+        let mut socket = TimeoutStream::with_timer(socket, &timer);
+        socket.set_read_timeout(Some(timeout));
+        let service = hyper::service::service_fn(|_: Request<Incoming>| async {
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"hello"))))
+        });
+        let served = hyper::server::conn::http1::Builder::new()
+            .serve_connection(TokioIo::new(socket), service)
+            .await;
+        (served, std::time::Instant::now())
+    });
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    let client_conn = tokio::spawn(conn);
+    let response = sender
+        .send_request(Request::get("/").body(Empty::<Bytes>::new()).unwrap())
+        .await
+        .unwrap();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&body[..], b"hello");
+    let idle_since = std::time::Instant::now();
+    // The client's side stays open and silent (its sender and connection task are
+    // alive): the server's connection ends only because the read timeout cut it.
+    // (hyper reports an error while idle between requests as a clean close.)
+    let (served, at) = server.await.unwrap();
+    if let Err(err) = served {
+        assert!(format!("{err:?}").contains("TimedOut"), "{err:?}");
+    }
+    let idle = at - idle_since;
+    assert!(
+        idle >= timeout - Duration::from_millis(50),
+        "cut early: {idle:?}"
+    );
+    assert!(
+        idle < timeout + Duration::from_secs(2),
+        "cut late: {idle:?}"
+    );
+    drop(sender);
+    let _ = client_conn.await;
+}
+
+/// The pinned setters and accessor, for a `TimeoutStream` that is pinned in place
+/// (as one over a `!Unpin` stream must be).
+#[tokio::test(start_paused = true)]
+async fn pinned_setters_time_a_pinned_stream() {
+    let timer = timer();
+    let (client, _server) = tokio::io::duplex(16);
+    let mut stream = std::pin::pin!(TimeoutStream::with_timer(client, &timer));
+    stream
+        .as_mut()
+        .set_read_timeout_pinned(Some(Duration::from_millis(120)));
+    stream
+        .as_mut()
+        .set_write_timeout_pinned(Some(Duration::from_millis(80)));
+    assert_eq!(stream.read_timeout(), Some(Duration::from_millis(120)));
+    let _: Pin<&mut tokio::io::DuplexStream> = stream.as_mut().get_pin_mut();
+    let start = Instant::now();
+    let read = tokio::time::timeout(HOUR, stream.as_mut().read(&mut [0; 4])).await;
+    assert_eq!(
+        read.expect("never cut").unwrap_err().kind(),
+        ErrorKind::TimedOut
+    );
+    assert_between(start.elapsed(), Duration::from_millis(120));
+    let start = Instant::now();
+    let write = tokio::time::timeout(HOUR, stream.as_mut().write_all(&[1; 64])).await;
+    assert_eq!(
+        write.expect("never cut").unwrap_err().kind(),
+        ErrorKind::TimedOut
+    );
+    assert_between(start.elapsed(), Duration::from_millis(80));
+}
