@@ -15,8 +15,11 @@
 //! * [`Timer::schedule`] → [`Scheduled`] — Netty-style callbacks, cancelled when the
 //!   handle drops unless detached; [`Timer::schedule_detached`] for fire-and-forget ones
 //!   without a handle; [`Timer::shutdown`] returns the [`Unfired`] ones.
-//! * [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`] — the same on a
-//!   process-wide [default timer](#default-timer).
+//! * [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`],
+//!   [`interval_at`] — the same on a process-wide [default timer](#default-timer), at
+//!   the paths `tokio::time` has them, as are [`Duration`], [`Instant`],
+//!   [`MissedTickBehavior`] and [`error::Elapsed`]: swapping `tokio::time` for
+//!   `tokio_wheel` in the imports is the whole change.
 //! * With the `hyper` feature, `Timer` implements `hyper::rt::Timer`:
 //!   `http1::Builder::new().timer(timer.clone())` runs hyper's header-read timeouts and
 //!   keep-alive on the wheel. With `tower`, `tower::TimeoutLayer` is a drop-in for
@@ -72,13 +75,26 @@
 //!
 //! # Default timer
 //!
-//! The free functions use one process-wide [`Timer`] (10 ms tick) created on first use,
-//! whose driver runs on its own thread with its own current-thread runtime, so they
-//! work from any runtime or none. Because it runs elsewhere, it follows the **real
-//! clock**, not a test's paused one: a `sleep(d)` called from a paused runtime lasts
-//! `d` of real time, however far that runtime's clock lags or leads the real one. In
-//! `#[tokio::test(start_paused = true)]` tests, build an explicit [`Timer`] inside the
-//! test instead.
+//! The free functions ([`sleep`], [`timeout`], [`interval`], ...) and
+//! `tower::TimeoutLayer::new` use one process-wide [`Timer`] (10 ms tick) created on
+//! first use, whose driver runs on its own thread with its own current-thread runtime,
+//! so they work from any runtime or none, at the cost of an explicit `Timer`. Because
+//! it runs elsewhere, it follows the **real clock**, not a test's paused one.
+//!
+//! With the feature **`test-util`**, meant for `[dev-dependencies]` as Tokio's is, they
+//! use a timer on the *caller's* runtime instead, built on its first use there, which
+//! follows that runtime's clock, paused or not: `#[tokio::test(start_paused = true)]`
+//! tests of code that calls them work as they did on `tokio::time`, auto-advance
+//! included. After `tokio::time::advance(d).await`, call [`catch_up`]`().await` before
+//! expecting the sleeps `d` passed to have fired. Outside a runtime, or on one without a
+//! time driver, they use the process-wide timer. Cargo leaves a dev-dependency's
+//! features out of normal builds, so production code keeps the process-wide timer.
+//!
+//! ```toml
+//! [dev-dependencies]
+//! tokio = { version = "1", features = ["macros", "rt", "test-util"] }
+//! tokio-wheel = { version = "0.1", features = ["test-util"] }
+//! ```
 //!
 //! # Implementation
 //!
@@ -102,7 +118,7 @@ mod clock;
 mod config;
 mod default;
 mod driver;
-mod error;
+pub mod error;
 #[cfg(feature = "hyper")]
 mod hyper;
 #[allow(unsafe_code)]
@@ -124,12 +140,13 @@ mod wheel_model;
 
 pub use builder::Builder;
 pub use config::Executor;
-pub use default::{interval, sleep, sleep_until, timeout, timeout_at};
+pub use default::{catch_up, interval, interval_at, sleep, sleep_until, timeout, timeout_at};
 pub use error::{Elapsed, Error};
 pub use interval::Interval;
 pub use scheduled::{Scheduled, Unfired};
 pub use sleep::Sleep;
 pub use stats::{Lateness, Stats};
+pub use std::time::Duration;
 pub use timeout::Timeout;
 pub use timer::Timer;
 pub use tokio::time::{Instant, MissedTickBehavior};

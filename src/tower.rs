@@ -33,7 +33,7 @@ use ::tower::timeout::error::Elapsed;
 use ::tower::{BoxError, Layer, Service};
 use pin_project_lite::pin_project;
 
-use crate::default::default_timer;
+use crate::default::with_default;
 use crate::Timer;
 
 /// Applies a [`Timeout`] to every request of the services it wraps.
@@ -157,13 +157,12 @@ where
     }
 
     fn call(&mut self, request: Request) -> ResponseFuture<S::Future> {
-        ResponseFuture {
-            inner: self
-                .timer
-                .as_ref()
-                .unwrap_or_else(|| default_timer())
-                .timeout(self.timeout, self.inner.call(request)),
-        }
+        let response = self.inner.call(request);
+        let inner = match &self.timer {
+            Some(timer) => timer.timeout(self.timeout, response),
+            None => with_default(|timer| timer.timeout(self.timeout, response)),
+        };
+        ResponseFuture { inner }
     }
 }
 
