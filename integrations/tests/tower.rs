@@ -1,7 +1,6 @@
 //! `tokio_wheel::tower::{TimeoutLayer, Timeout}` (feature `tower`): in a
 //! `ServiceBuilder` stack with the paused clock, and behind a real axum server on
 //! 127.0.0.1 with axum's `HandleErrorLayer` recipe unchanged.
-#![cfg(feature = "tower")]
 
 use std::future::poll_fn;
 use std::task::Poll;
