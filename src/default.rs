@@ -2,7 +2,7 @@
 //! entry point gets its timer from ([`with_default`]), and the free functions on it.
 //!
 //! With the feature `test-util`, a caller inside a Tokio runtime gets a timer built on
-//! that runtime instead (one per runtime, cached by [`tokio::runtime::Handle::id`]),
+//! that runtime instead (one per runtime, cached by `tokio::runtime::Handle::id`),
 //! so that it follows that runtime's clock, paused or not.
 
 use std::future::IntoFuture;
@@ -50,7 +50,7 @@ pub(crate) fn with_default<R>(f: impl FnOnce(&Timer) -> R) -> R {
 ///
 /// # Implementation
 ///
-/// A runtime is known by its [`Id`](tokio::runtime::Id), which is never reused in a
+/// A runtime is known by its `tokio::runtime::Id`, which is never reused in a
 /// process. The cache holds a clone of each runtime's timer, which keeps its driver
 /// task alive for as long as the runtime runs; once the runtime shuts down, the
 /// driver's task is dropped and the timer [is shut down](Timer::is_shutdown), and the

@@ -17,9 +17,12 @@
 //!   without a handle; [`Timer::shutdown`] returns the [`Unfired`] ones.
 //! * [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`],
 //!   [`interval_at`] — the same on a process-wide [default timer](#default-timer), at
-//!   the paths `tokio::time` has them, as are [`Duration`], [`Instant`],
-//!   [`MissedTickBehavior`] and [`error::Elapsed`]: swapping `tokio::time` for
-//!   `tokio_wheel` in the imports is the whole change.
+//!   the paths `tokio::time` has them, as are [`error::Elapsed`] and `Duration`,
+//!   `Instant` and `MissedTickBehavior` (re-exported: they are std's and Tokio's own
+//!   types, so values mix with `tokio::time`'s): swapping `tokio::time` for
+//!   `tokio_wheel` in the imports is the whole change. An [`Interval`] counts a tick as
+//!   missed, and applies its `MissedTickBehavior`, past its timer's tick and a
+//!   millisecond rather than Tokio's 5 ms; see [its docs](Interval#missed-ticks).
 //! * With the `hyper` feature, `Timer` implements `hyper::rt::Timer`:
 //!   `http1::Builder::new().timer(timer.clone())` runs hyper's header-read timeouts and
 //!   keep-alive on the wheel. With `tower`, `tower::TimeoutLayer` is a drop-in for
@@ -141,14 +144,23 @@ mod wheel_model;
 pub use builder::Builder;
 pub use config::Executor;
 pub use default::{catch_up, interval, interval_at, sleep, sleep_until, timeout, timeout_at};
+#[doc(inline)]
 pub use error::{Elapsed, Error};
 pub use interval::Interval;
 pub use scheduled::{Scheduled, Unfired};
 pub use sleep::Sleep;
 pub use stats::{Lateness, Stats};
-pub use std::time::Duration;
 pub use timeout::Timeout;
 pub use timer::Timer;
+
+// Tokio's own types (and std's `Duration`), so that values mix freely with
+// `tokio::time`'s: `tokio_wheel::MissedTickBehavior::Delay` is
+// `tokio::time::MissedTickBehavior::Delay`. Not inlined: an inlined page would be
+// Tokio's (its 5 ms threshold, its examples) with its links broken in this crate's
+// docs; how this crate's `Interval` applies the behaviour is on `Interval`.
+#[doc(no_inline)]
+pub use std::time::Duration;
+#[doc(no_inline)]
 pub use tokio::time::{Instant, MissedTickBehavior};
 
 /// Entry point for `fuzz/fuzz_targets/wheel.rs`; only under `cfg(fuzzing)`, which

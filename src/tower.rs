@@ -1,8 +1,10 @@
-//! A drop-in for [`tower::timeout`] on the wheel (feature `tower`).
+//! A drop-in for [`tower::timeout`][tower-timeout] on the wheel (feature `tower`).
 //!
 //! Swap the import and keep the rest: the layer's error is a [`tower::BoxError`]
 //! holding [`tower::timeout::error::Elapsed`] on expiry, exactly as tower's own, so
 //! `err.is::<Elapsed>()` checks and axum's `HandleErrorLayer` recipes work unchanged.
+//! It is tower's `Elapsed`, not this crate's [`Elapsed`](crate::Elapsed) (which is
+//! what a bare [`Timeout`](crate::Timeout) future gives): import it from tower.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -20,8 +22,9 @@
 //! # }
 //! ```
 //!
-//! [`tower::BoxError`]: ::tower::BoxError
-//! [`tower::timeout::error::Elapsed`]: ::tower::timeout::error::Elapsed
+//! [tower-timeout]: https://docs.rs/tower/0.5/tower/timeout/index.html
+//! [`tower::BoxError`]: https://docs.rs/tower/0.5/tower/type.BoxError.html
+//! [`tower::timeout::error::Elapsed`]: https://docs.rs/tower/0.5/tower/timeout/error/struct.Elapsed.html
 
 use std::fmt;
 use std::future::Future;
@@ -86,8 +89,14 @@ impl<S> Layer<S> for TimeoutLayer {
     }
 }
 
-/// A service whose requests fail with [`Elapsed`] (boxed) if the inner service has
-/// not answered `timeout` after the call.
+/// A service whose requests fail with tower's [`Elapsed`][elapsed] (boxed) if the inner
+/// service has not answered `timeout` after the call.
+///
+/// The error is tower's `tower::timeout::error::Elapsed`, as from tower's own layer,
+/// **not** [`tokio_wheel::Elapsed`](crate::Elapsed): `err.is::<tokio_wheel::Elapsed>()`
+/// is always false.
+///
+/// [elapsed]: https://docs.rs/tower/0.5/tower/timeout/error/struct.Elapsed.html
 ///
 /// The deadline starts at `call`, not at `poll_ready`: like tower's, it bounds the
 /// request, not the wait for capacity (put a timeout around readiness yourself, or a
