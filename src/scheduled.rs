@@ -60,7 +60,7 @@ use crate::sync::AtomicBool;
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "dropping a Scheduled cancels its callback; call .detach() to let it run"]
+#[must_use = "dropping a Scheduled cancels its callback, so `let _ =` cancels it at once; call .detach() to let it run"]
 pub struct Scheduled {
     /// `None` only transiently, in `detach`.
     inner: Option<Handle>,

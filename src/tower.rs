@@ -18,7 +18,8 @@
 //!     .layer(TimeoutLayer::new(Duration::from_millis(50)))
 //!     .service(service_fn(|_: ()| std::future::pending::<Result<(), BoxError>>()));
 //! let err = slow.ready().await.unwrap().call(()).await.unwrap_err();
-//! assert!(err.is::<Elapsed>());
+//! assert!(err.is::<Elapsed>()); // tower's Elapsed...
+//! assert!(!err.is::<tokio_wheel::Elapsed>()); // ...not this crate's
 //! # }
 //! ```
 //!
