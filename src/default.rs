@@ -69,8 +69,9 @@ mod per_runtime {
     /// How many runtimes without a time driver are remembered.
     const NO_TIME_DRIVER_REMEMBERED: usize = 16;
 
-    /// Per runtime: its timer, or `None` if it has no time driver. Live runtimes, plus
-    /// those gone since the last runtime's first use; few enough to search in order.
+    /// Per runtime: its timer, or `None` if none could be built on it (no time driver,
+    /// or shut down already). Live runtimes, plus those gone since the last new one
+    /// came; few enough to search in order.
     static TIMERS: Mutex<Vec<(Id, Option<Timer>)>> = Mutex::new(Vec::new());
 
     /// The calling runtime's timer, made on its first use; `None` outside a runtime or
