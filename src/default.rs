@@ -246,6 +246,42 @@ pub async fn catch_up() {
     timer.catch_up().await;
 }
 
+/// Advances the caller's paused clock by `duration` with Tokio's
+/// [`advance`][tokio-advance], then waits until the [default timer](crate#default-timer)
+/// has fired every timer the new time has passed: [`catch_up`] included, so a test
+/// that called `tokio::time::advance` keeps working after the swap (feature
+/// `test-util`).
+///
+/// Never early: a timer fires once the clock has passed the end of the wheel's step
+/// (a quarter tick) its deadline falls in, so advancing exactly to a deadline may leave
+/// it pending where Tokio's would be ready; advance one tick further. An explicit
+/// [`Timer`] is not caught up by this: `timer.catch_up().await` after it.
+///
+/// # Panics
+///
+/// As Tokio's: if the clock is not paused, or outside a current-thread runtime.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use std::time::Duration;
+///
+/// let mut sleep = tokio_test::task::spawn(tokio_wheel::sleep(Duration::from_secs(30)));
+/// assert!(sleep.poll().is_pending());
+/// tokio_wheel::advance(Duration::from_secs(31)).await;
+/// assert!(sleep.poll().is_ready());
+/// # }
+/// ```
+///
+/// [tokio-advance]: https://docs.rs/tokio/1/tokio/time/fn.advance.html
+#[cfg(feature = "test-util")]
+pub async fn advance(duration: Duration) {
+    tokio::time::advance(duration).await;
+    catch_up().await;
+}
+
 #[cfg(all(test, feature = "test-util"))]
 mod tests {
     use super::*;

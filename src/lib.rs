@@ -88,8 +88,10 @@
 //! use a timer on the *caller's* runtime instead, built on its first use there, which
 //! follows that runtime's clock, paused or not: `#[tokio::test(start_paused = true)]`
 //! tests of code that calls them work as they did on `tokio::time`, auto-advance
-//! included. After `tokio::time::advance(d).await`, call [`catch_up`]`().await` before
-//! expecting the sleeps `d` passed to have fired. Outside a runtime, or on one without a
+//! included. The feature also brings Tokio's `pause` and `resume` to this crate's root,
+//! and an `advance` that is Tokio's followed by [`catch_up`], which waits for the
+//! wheel's driver to fire what the advance passed (after Tokio's own `advance`, call
+//! `catch_up().await` before expecting that). Outside a runtime, or on one without a
 //! time driver, they use the process-wide timer. Cargo leaves a dev-dependency's
 //! features out of normal builds, so production code keeps the process-wide timer.
 //!
@@ -143,6 +145,8 @@ mod wheel_model;
 
 pub use builder::Builder;
 pub use config::Executor;
+#[cfg(feature = "test-util")]
+pub use default::advance;
 pub use default::{catch_up, interval, interval_at, sleep, sleep_until, timeout, timeout_at};
 #[doc(inline)]
 pub use error::{Elapsed, Error};
@@ -162,6 +166,11 @@ pub use timer::Timer;
 pub use std::time::Duration;
 #[doc(no_inline)]
 pub use tokio::time::{Instant, MissedTickBehavior};
+// Tokio's, for tests that import them from `tokio::time` (feature `test-util`): the
+// default timer follows the clock they pause and resume.
+#[cfg(feature = "test-util")]
+#[doc(no_inline)]
+pub use tokio::time::{pause, resume};
 
 /// Entry point for `fuzz/fuzz_targets/wheel.rs`; only under `cfg(fuzzing)`, which
 /// cargo-fuzz sets, and not part of the public API.

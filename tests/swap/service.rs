@@ -5,7 +5,11 @@ use std::future::Future;
 use std::pin::Pin;
 
 use time::error::Elapsed;
+use tokio_test::{assert_pending, assert_ready, task};
 use time::{Duration, Instant, Interval, MissedTickBehavior, Sleep, Timeout};
+
+/// Both name the error types at the same paths.
+const _: Option<(Elapsed, time::error::Error)> = None;
 
 /// The wheel's default tick: the lateness bound is this and a millisecond.
 const TICK: Duration = Duration::from_millis(10);
@@ -249,4 +253,21 @@ async fn ten_thousand_concurrent_sleeps_each_end_on_time() {
         let (woke, due) = sleeper.await.unwrap();
         assert_on_time("sleep", woke, due);
     }
+}
+
+#[tokio::test]
+async fn advancing_a_paused_clock_fires_the_sleeps_it_passes_and_no_others() {
+    time::pause();
+    let mut short = task::spawn(time::sleep(Duration::from_secs(1)));
+    let mut long = task::spawn(time::sleep(Duration::from_secs(30)));
+    assert_pending!(short.poll());
+    assert_pending!(long.poll());
+    time::advance(Duration::from_millis(999)).await;
+    assert_pending!(short.poll(), "1 ms early");
+    time::advance(Duration::from_millis(1) + TICK).await;
+    assert_ready!(short.poll());
+    assert_pending!(long.poll());
+    time::advance(Duration::from_secs(29)).await;
+    assert_ready!(long.poll());
+    time::resume();
 }
