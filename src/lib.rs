@@ -92,8 +92,9 @@
 //! and an `advance` that is Tokio's followed by [`catch_up`], which waits for the
 //! wheel's driver to fire what the advance passed (after Tokio's own `advance`, call
 //! `catch_up().await` before expecting that). Outside a runtime, or on one without a
-//! time driver, they use the process-wide timer. Cargo leaves a dev-dependency's
-//! features out of normal builds, so production code keeps the process-wide timer.
+//! time driver, they use the process-wide timer. Cargo's feature resolver 2 (the
+//! default since edition 2021) leaves a dev-dependency's features out of normal
+//! builds, so production code keeps the process-wide timer.
 //!
 //! ```toml
 //! [dev-dependencies]
