@@ -1,6 +1,8 @@
 //! `tokio_wheel::tower::{TimeoutLayer, Timeout}` (feature `tower`): in a
 //! `ServiceBuilder` stack with the paused clock, and behind a real axum server on
-//! 127.0.0.1 with axum's `HandleErrorLayer` recipe unchanged.
+//! 127.0.0.1 with axum's `HandleErrorLayer` recipe unchanged. `TimeoutLayer::new`'s
+//! default timer follows the real clock, or with this package's feature `test-util`
+//! (tokio-wheel's) the caller's paused one: CI runs both builds.
 
 use std::future::poll_fn;
 use std::task::Poll;
