@@ -108,6 +108,9 @@ impl Builder {
     /// `schedule` returns [`Error::AtCapacity`]. A cancel or an expiry frees room at
     /// once. Default: unbounded.
     ///
+    /// [`Timer::pending`](crate::Timer::pending) counts futures and callbacks, so it can
+    /// exceed this limit; only callbacks are checked against it.
+    ///
     /// Futures ([`Sleep`](crate::Sleep), [`Timeout`](crate::Timeout),
     /// [`Interval`](crate::Interval)) are not counted and never refused: each is owned
     /// by the task awaiting it, which bounds them already, and a future has no way to

@@ -1,4 +1,9 @@
-//! The process-wide [default timer](crate#default-timer) and the free functions on it.
+//! The process-wide [default timer](crate#default-timer), the one place every default
+//! entry point gets its timer from ([`with_default`]), and the free functions on it.
+//!
+//! With the feature `test-util`, a caller inside a Tokio runtime gets a timer built on
+//! that runtime instead (one per runtime, cached by `tokio::runtime::Handle::id`),
+//! so that it follows that runtime's clock, paused or not.
 
 use std::future::IntoFuture;
 use std::sync::OnceLock;
@@ -23,6 +28,89 @@ pub(crate) fn default_timer() -> &'static Timer {
     })
 }
 
+/// Runs `f` with the timer the default entry points use from here (the free functions,
+/// `tower::TimeoutLayer::new`): the process-wide [`default_timer`], or with the feature
+/// `test-util`, inside a Tokio runtime with a time driver, that runtime's own.
+///
+/// Without the feature this is `f(default_timer())`: no lookup, no reference count,
+/// nothing written to memory another thread reads.
+#[inline]
+pub(crate) fn with_default<R>(f: impl FnOnce(&Timer) -> R) -> R {
+    #[cfg(feature = "test-util")]
+    if let Some(timer) = per_runtime::current() {
+        return f(&timer);
+    }
+    f(default_timer())
+}
+
+/// One timer per Tokio runtime, for the feature `test-util`.
+///
+/// # Implementation
+///
+/// A runtime is known by its `tokio::runtime::Id`, which is never reused in a
+/// process. The cache holds a clone of each runtime's timer, which keeps its driver
+/// task alive for as long as the runtime runs; once the runtime shuts down, the
+/// driver's task is dropped and the timer [is shut down](Timer::is_shutdown), and the
+/// next runtime that needs a timer prunes it, so a test suite that builds thousands
+/// of runtimes holds the timers of the live ones only. A runtime without a time driver
+/// cannot run one; it is remembered as such (the most recent few, which is all a test
+/// suite has alive at once) and uses the process-wide timer.
+#[cfg(feature = "test-util")]
+mod per_runtime {
+    use std::sync::{Mutex, PoisonError};
+
+    use tokio::runtime::{Handle, Id};
+
+    use crate::Timer;
+
+    /// How many runtimes without a time driver are remembered.
+    const NO_TIME_DRIVER_REMEMBERED: usize = 16;
+
+    /// Per runtime: its timer, or `None` if none could be built on it (no time driver,
+    /// or shut down already). Live runtimes, plus those gone since the last new one
+    /// came; few enough to search in order.
+    static TIMERS: Mutex<Vec<(Id, Option<Timer>)>> = Mutex::new(Vec::new());
+
+    /// The calling runtime's timer, made on its first use; `None` outside a runtime or
+    /// on one without a time driver.
+    pub(super) fn current() -> Option<Timer> {
+        let runtime = Handle::try_current().ok()?;
+        let id = runtime.id();
+        let mut timers = TIMERS.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, timer)) = timers.iter().find(|(known, _)| *known == id) {
+            // A timer that is shut down belongs to a runtime shutting down (nothing else
+            // can shut it down): the process-wide timer serves what runs in its drop.
+            return timer.as_ref().filter(|timer| !timer.is_shutdown()).cloned();
+        }
+        // A new runtime: the first use of the timer by it. Take out the timers of
+        // runtimes that are gone, to drop once the lock is released (dropping one may
+        // drop user values, which might call back into here).
+        let (gone, mut live): (Vec<_>, Vec<_>) = std::mem::take(&mut *timers)
+            .into_iter()
+            .partition(|(_, timer)| timer.as_ref().is_some_and(Timer::is_shutdown));
+        let timer = Timer::builder().build_on(&runtime).ok();
+        if timer.is_none() {
+            let without = live.iter().filter(|(_, timer)| timer.is_none()).count();
+            if without >= NO_TIME_DRIVER_REMEMBERED {
+                if let Some(oldest) = live.iter().position(|(_, timer)| timer.is_none()) {
+                    live.remove(oldest);
+                }
+            }
+        }
+        live.push((id, timer.clone()));
+        *timers = live;
+        drop(timers);
+        drop(gone);
+        timer
+    }
+
+    /// How many runtimes the cache holds an entry for.
+    #[cfg(test)]
+    pub(super) fn cached() -> usize {
+        TIMERS.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+}
+
 /// Sleeps for `duration` on the [default timer](crate#default-timer); see
 /// [`Timer::sleep`].
 ///
@@ -41,7 +129,7 @@ pub(crate) fn default_timer() -> &'static Timer {
 /// # }
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    default_timer().sleep(duration)
+    with_default(|timer| timer.sleep(duration))
 }
 
 /// Sleeps until `deadline` on the [default timer](crate#default-timer); see
@@ -51,7 +139,7 @@ pub fn sleep(duration: Duration) -> Sleep {
 ///
 /// As [`sleep`].
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    default_timer().sleep_until(deadline)
+    with_default(|timer| timer.sleep_until(deadline))
 }
 
 /// Runs `future` with a deadline `duration` from now on the
@@ -73,7 +161,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// # }
 /// ```
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    default_timer().timeout(duration, future)
+    with_default(|timer| timer.timeout(duration, future))
 }
 
 /// Runs `future` with a deadline at `deadline` on the
@@ -83,7 +171,7 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 ///
 /// As [`sleep`].
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
-    default_timer().timeout_at(deadline, future)
+    with_default(|timer| timer.timeout_at(deadline, future))
 }
 
 /// An [`Interval`] on the [default timer](crate#default-timer); see
@@ -93,5 +181,177 @@ pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::Int
 ///
 /// As [`sleep`].
 pub fn interval(period: Duration) -> Interval {
-    default_timer().interval(period)
+    with_default(|timer| timer.interval(period))
+}
+
+/// An [`Interval`] whose first tick is at `start`, on the
+/// [default timer](crate#default-timer); see [`Timer::interval_at`].
+///
+/// # Panics
+///
+/// As [`sleep`].
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use std::time::Duration;
+/// use tokio_wheel::{Instant, MissedTickBehavior};
+///
+/// let start = Instant::now() + Duration::from_millis(20);
+/// let mut every = tokio_wheel::interval_at(start, Duration::from_millis(20));
+/// every.set_missed_tick_behavior(MissedTickBehavior::Skip);
+/// assert_eq!(every.tick().await, start);
+/// assert!(Instant::now() >= start);
+/// # }
+/// ```
+pub fn interval_at(start: Instant, period: Duration) -> Interval {
+    with_default(|timer| timer.interval_at(start, period))
+}
+
+/// Waits until the [default timer](crate#default-timer) has fired every timer due by
+/// now; see [`Timer::catch_up`].
+///
+/// For tests with the paused clock and the feature `test-util`: after
+/// `tokio::time::advance(d).await`, Tokio's own sleeps that `d` passed are already
+/// woken, but the timer's driver is a task that has yet to run; this runs it. Not
+/// needed when the test simply awaits: the runtime's auto-advance runs the driver.
+///
+/// # Panics
+///
+/// As [`sleep`].
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// # // Without the feature `test-util` the default timer follows the real clock.
+/// # if cfg!(not(feature = "test-util")) { return; }
+/// use std::time::Duration;
+///
+/// let mut sleep = tokio_test::task::spawn(tokio_wheel::sleep(Duration::from_secs(30)));
+/// assert!(sleep.poll().is_pending());
+/// tokio::time::advance(Duration::from_secs(31)).await;
+/// tokio_wheel::catch_up().await;
+/// assert!(sleep.poll().is_ready());
+/// # }
+/// ```
+pub async fn catch_up() {
+    let timer = with_default(Timer::clone);
+    timer.catch_up().await;
+}
+
+/// Advances the caller's paused clock by `duration` with Tokio's
+/// [`advance`][tokio-advance], then waits until the [default timer](crate#default-timer)
+/// has fired every timer the new time has passed: [`catch_up`] included, so a test
+/// that called `tokio::time::advance` keeps working after the swap (feature
+/// `test-util`).
+///
+/// Never early: a timer fires once the clock has passed the end of the wheel's step
+/// (a quarter tick) its deadline falls in, so advancing exactly to a deadline may leave
+/// it pending where Tokio's would be ready; advance one tick further. An explicit
+/// [`Timer`] is not caught up by this: `timer.catch_up().await` after it.
+///
+/// # Panics
+///
+/// As Tokio's: if the clock is not paused, or outside a current-thread runtime.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use std::time::Duration;
+///
+/// let mut sleep = tokio_test::task::spawn(tokio_wheel::sleep(Duration::from_secs(30)));
+/// assert!(sleep.poll().is_pending());
+/// tokio_wheel::advance(Duration::from_secs(31)).await;
+/// assert!(sleep.poll().is_ready());
+/// # }
+/// ```
+///
+/// [tokio-advance]: https://docs.rs/tokio/1/tokio/time/fn.advance.html
+#[cfg(feature = "test-util")]
+pub async fn advance(duration: Duration) {
+    tokio::time::advance(duration).await;
+    catch_up().await;
+}
+
+#[cfg(all(test, feature = "test-util"))]
+mod tests {
+    use super::*;
+
+    fn paused_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    }
+
+    /// A suite that builds a runtime per test keeps the timers of the live ones only.
+    #[test]
+    fn the_timers_of_runtimes_that_are_gone_are_pruned() {
+        for _ in 0..200 {
+            let runtime = paused_runtime();
+            runtime.block_on(async {
+                let start = Instant::now();
+                sleep(Duration::from_secs(1)).await;
+                assert!(start.elapsed() >= Duration::from_secs(1));
+            });
+        }
+        // Other tests of this binary run beside this one, each with a runtime or two.
+        let cached = per_runtime::cached();
+        assert!(
+            cached < 20,
+            "{cached} runtimes cached after 200 came and went"
+        );
+    }
+
+    /// Each runtime gets its own timer, on its own clock; the same runtime always
+    /// gets the same one.
+    #[test]
+    fn a_runtime_has_one_timer_of_its_own() {
+        let (a, b) = (paused_runtime(), paused_runtime());
+        let in_a = a.block_on(async { with_default(Timer::clone) });
+        let again = a.block_on(async { with_default(Timer::clone) });
+        let in_b = b.block_on(async { with_default(Timer::clone) });
+        assert!(std::sync::Arc::ptr_eq(in_a.shared(), again.shared()));
+        assert!(!std::sync::Arc::ptr_eq(in_a.shared(), in_b.shared()));
+        assert!(!std::sync::Arc::ptr_eq(
+            in_a.shared(),
+            default_timer().shared()
+        ));
+    }
+
+    /// Outside a runtime, and on a runtime without a time driver (where no timer can
+    /// run), the process-wide timer serves, on the real clock.
+    #[test]
+    fn outside_a_runtime_or_without_a_time_driver_the_process_wide_timer_serves() {
+        let outside = with_default(Timer::clone);
+        assert!(std::sync::Arc::ptr_eq(
+            outside.shared(),
+            default_timer().shared()
+        ));
+        let no_time = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        no_time.block_on(async {
+            for _ in 0..2 {
+                let timer = with_default(Timer::clone);
+                assert!(std::sync::Arc::ptr_eq(
+                    timer.shared(),
+                    default_timer().shared()
+                ));
+            }
+            let start = std::time::Instant::now();
+            sleep(Duration::from_millis(20)).await;
+            let took = start.elapsed();
+            // Real clock: never early; tolerant above of a loaded machine.
+            assert!(took >= Duration::from_millis(20), "early: {took:?}");
+            assert!(took < Duration::from_secs(5), "{took:?}");
+        });
+    }
 }

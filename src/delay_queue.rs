@@ -265,15 +265,15 @@ fn lock<T>(state: &Mutex<State<T>>) -> MutexGuard<'_, State<T>> {
 }
 
 impl<T: Send + 'static> DelayQueue<T> {
-    /// A queue on the [default timer](crate#default-timer), which follows the real
-    /// clock: in a test on Tokio's paused clock, use [`with_timer`](DelayQueue::with_timer)
-    /// with a [`Timer`] built in the test.
+    /// A queue on the [default timer](crate#default-timer): the process-wide one,
+    /// which follows the real clock, or with the feature `test-util` the caller's
+    /// runtime's, which follows its clock, paused or not.
     ///
     /// # Panics
     ///
     /// As [`sleep`](crate::sleep): if the default timer cannot be created.
     pub fn new() -> Self {
-        DelayQueue::with_timer(crate::default::default_timer())
+        crate::default::with_default(DelayQueue::with_timer)
     }
 
     /// A queue whose deadlines `timer` keeps (and whose tick bounds their lateness).

@@ -1,5 +1,8 @@
 //! The crate's error types: [`Error`] for the timer's own operations, [`Elapsed`] for
 //! a [`Timeout`](crate::Timeout) whose deadline came first.
+//!
+//! Public at the path `tokio::time::error` has (`use tokio_wheel::error::Elapsed`), and
+//! re-exported at the crate's root.
 
 use std::fmt;
 

@@ -9,7 +9,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::Sleep;
 
-/// Ticks every `period`, as [`tokio::time::Interval`] does, to within a tick and a
+/// Ticks every `period`, as [`tokio::time::Interval`][tokio-interval] does, to within a tick and a
 /// millisecond.
 ///
 /// Made by [`Timer::interval`](crate::Timer::interval),
@@ -17,16 +17,41 @@ use crate::Sleep;
 /// [`interval`](crate::interval).
 ///
 /// The first tick completes at once (at `start` for `interval_at`), then one every
-/// `period`. A tick counts as missed when it is taken more than a tick and a
-/// millisecond late, the timer's own lateness bound (tokio uses 5 ms); what happens
-/// then is the [`MissedTickBehavior`], `Burst` by default, as in tokio:
+/// `period`. It is also a [`Stream`][stream] of the ticks' scheduled instants.
+///
+/// # Missed ticks
+///
+/// A tick counts as missed when it is taken more than a tick and a millisecond late,
+/// the timer's own lateness bound (Tokio uses 5 ms). What happens then is the
+/// interval's `MissedTickBehavior` ([`set_missed_tick_behavior`]), Tokio's own type
+/// and variants, `Burst` by default as in Tokio:
 ///
 /// * `Burst`: the missed ticks complete at once, one per call, until caught up.
-/// * `Delay`: the next tick is `period` after the late one was taken.
-/// * `Skip`: missed ticks are dropped; the next is the next multiple of `period`
-///   after `start`.
+/// * `Delay`: the missed tick completes at once; the next is `period` after it.
+/// * `Skip`: the missed tick completes at once; the ticks it ran over are dropped,
+///   and the next is the next multiple of `period` after `start`.
 ///
-/// It is also a [`Stream`](futures_core::Stream) of the ticks' scheduled instants.
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use std::time::Duration;
+/// use tokio_wheel::{Instant, MissedTickBehavior, Timer};
+///
+/// let timer = Timer::new(); // 10 ms tick
+/// let mut heartbeat = timer.interval(Duration::from_millis(100));
+/// heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+/// heartbeat.tick().await;
+/// timer.sleep(Duration::from_millis(250)).await; // misses the tick at 100 ms
+/// let late = heartbeat.tick().await; // at once, though scheduled for 100 ms
+/// let next = heartbeat.tick().await; // a period after the late one was taken
+/// assert!(next - late >= Duration::from_millis(250));
+/// assert!(Instant::now() - next < timer.tick() + Duration::from_millis(1));
+/// # }
+/// ```
+///
+/// [tokio-interval]: https://docs.rs/tokio/1/tokio/time/struct.Interval.html
+/// [stream]: https://docs.rs/futures-core/0.3/futures_core/stream/trait.Stream.html
+/// [`set_missed_tick_behavior`]: Interval::set_missed_tick_behavior
 ///
 /// # Shutdown
 ///
@@ -156,12 +181,12 @@ impl Interval {
         self.period
     }
 
-    /// What happens when ticks are missed; see the type's docs.
+    /// What happens when ticks are missed; see [missed ticks](Interval#missed-ticks).
     pub fn missed_tick_behavior(&self) -> MissedTickBehavior {
         self.behavior
     }
 
-    /// Sets what happens when ticks are missed; see the type's docs.
+    /// Sets what happens when ticks are missed; see [missed ticks](Interval#missed-ticks).
     pub fn set_missed_tick_behavior(&mut self, behavior: MissedTickBehavior) {
         self.behavior = behavior;
     }

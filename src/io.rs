@@ -160,15 +160,15 @@ impl Idle {
 }
 
 impl<S> TimeoutStream<S> {
-    /// Wraps `stream`, with its timeouts on the [default timer](crate#default-timer),
-    /// which follows the real clock (in a test on Tokio's paused clock, use
-    /// [`with_timer`](TimeoutStream::with_timer)). Both timeouts are off until set.
+    /// Wraps `stream`, with its timeouts on the [default timer](crate#default-timer)
+    /// (the process-wide one, on the real clock; with the feature `test-util`, the
+    /// caller's runtime's, on its clock). Both timeouts are off until set.
     ///
     /// # Panics
     ///
     /// As [`sleep`](crate::sleep): if the default timer cannot be created.
     pub fn new(stream: S) -> Self {
-        TimeoutStream::with_timer(stream, crate::default::default_timer())
+        crate::default::with_default(|timer| TimeoutStream::with_timer(stream, timer))
     }
 
     /// Wraps `stream`, with its timeouts on `timer`. Both are off until set.

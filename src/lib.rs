@@ -20,8 +20,14 @@
 //!   a cheap handle shared by any number of producers and consumers.
 //! * [`io::TimeoutStream`] — idle read and write timeouts on any `AsyncRead` /
 //!   `AsyncWrite`, moved in place as data flows.
-//! * [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`] — the same on a
-//!   process-wide [default timer](#default-timer).
+//! * [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`],
+//!   [`interval_at`] — the same on a process-wide [default timer](#default-timer), at
+//!   the paths `tokio::time` has them, as are [`error::Elapsed`] and `Duration`,
+//!   `Instant` and `MissedTickBehavior` (re-exported: they are std's and Tokio's own
+//!   types, so values mix with `tokio::time`'s): swapping `tokio::time` for
+//!   `tokio_wheel` in the imports is the whole change. An [`Interval`] counts a tick as
+//!   missed, and applies its `MissedTickBehavior`, past its timer's tick and a
+//!   millisecond rather than Tokio's 5 ms; see [its docs](Interval#missed-ticks).
 //! * With the `hyper` feature, `Timer` implements `hyper::rt::Timer`:
 //!   `http1::Builder::new().timer(timer.clone())` runs hyper's header-read timeouts and
 //!   keep-alive on the wheel. With `tower`, `tower::TimeoutLayer` is a drop-in for
@@ -80,13 +86,29 @@
 //!
 //! # Default timer
 //!
-//! The free functions use one process-wide [`Timer`] (10 ms tick) created on first use,
-//! whose driver runs on its own thread with its own current-thread runtime, so they
-//! work from any runtime or none. Because it runs elsewhere, it follows the **real
-//! clock**, not a test's paused one: a `sleep(d)` called from a paused runtime lasts
-//! `d` of real time, however far that runtime's clock lags or leads the real one. In
-//! `#[tokio::test(start_paused = true)]` tests, build an explicit [`Timer`] inside the
-//! test instead.
+//! The free functions ([`sleep`], [`timeout`], [`interval`], ...) and
+//! `tower::TimeoutLayer::new` use one process-wide [`Timer`] (10 ms tick) created on
+//! first use, whose driver runs on its own thread with its own current-thread runtime,
+//! so they work from any runtime or none, at the cost of an explicit `Timer`. Because
+//! it runs elsewhere, it follows the **real clock**, not a test's paused one.
+//!
+//! With the feature **`test-util`**, meant for `[dev-dependencies]` as Tokio's is, they
+//! use a timer on the *caller's* runtime instead, built on its first use there, which
+//! follows that runtime's clock, paused or not: `#[tokio::test(start_paused = true)]`
+//! tests of code that calls them work as they did on `tokio::time`, auto-advance
+//! included. The feature also brings Tokio's `pause` and `resume` to this crate's root,
+//! and an `advance` that is Tokio's followed by [`catch_up`], which waits for the
+//! wheel's driver to fire what the advance passed (after Tokio's own `advance`, call
+//! `catch_up().await` before expecting that). Outside a runtime, or on one without a
+//! time driver, they use the process-wide timer. Cargo's feature resolver 2 (the
+//! default since edition 2021) leaves a dev-dependency's features out of normal
+//! builds, so production code keeps the process-wide timer.
+//!
+//! ```toml
+//! [dev-dependencies]
+//! tokio = { version = "1", features = ["macros", "rt", "test-util"] }
+//! tokio-wheel = { version = "0.1", features = ["test-util"] }
+//! ```
 //!
 //! # Implementation
 //!
@@ -112,7 +134,7 @@ mod config;
 mod default;
 mod delay_queue;
 mod driver;
-mod error;
+pub mod error;
 #[cfg(feature = "hyper")]
 mod hyper;
 #[allow(unsafe_code)]
@@ -135,8 +157,11 @@ mod wheel_model;
 
 pub use builder::Builder;
 pub use config::Executor;
-pub use default::{interval, sleep, sleep_until, timeout, timeout_at};
+#[cfg(feature = "test-util")]
+pub use default::advance;
+pub use default::{catch_up, interval, interval_at, sleep, sleep_until, timeout, timeout_at};
 pub use delay_queue::{DelayQueue, Expired, Key, TryInsertError};
+#[doc(inline)]
 pub use error::{Elapsed, Error};
 pub use interval::Interval;
 pub use scheduled::{Scheduled, Unfired};
@@ -144,7 +169,21 @@ pub use sleep::Sleep;
 pub use stats::{Lateness, Stats};
 pub use timeout::Timeout;
 pub use timer::Timer;
+
+// Tokio's own types (and std's `Duration`), so that values mix freely with
+// `tokio::time`'s: `tokio_wheel::MissedTickBehavior::Delay` is
+// `tokio::time::MissedTickBehavior::Delay`. Not inlined: an inlined page would be
+// Tokio's (its 5 ms threshold, its examples) with its links broken in this crate's
+// docs; how this crate's `Interval` applies the behaviour is on `Interval`.
+#[doc(no_inline)]
+pub use std::time::Duration;
+#[doc(no_inline)]
 pub use tokio::time::{Instant, MissedTickBehavior};
+// Tokio's, for tests that import them from `tokio::time` (feature `test-util`): the
+// default timer follows the clock they pause and resume.
+#[cfg(feature = "test-util")]
+#[doc(no_inline)]
+pub use tokio::time::{pause, resume};
 
 /// Entry point for `fuzz/fuzz_targets/wheel.rs`; only under `cfg(fuzzing)`, which
 /// cargo-fuzz sets, and not part of the public API.

@@ -62,7 +62,7 @@ use crate::driver::{Anchor, CallbackState, Place, Registration};
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "dropping a Scheduled cancels its callback; call .detach() to let it run"]
+#[must_use = "dropping a Scheduled cancels its callback, so `let _ =` cancels it at once; call .detach() to let it run"]
 pub struct Scheduled {
     /// `None` only transiently, in `detach`.
     inner: Option<Handle>,

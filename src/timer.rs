@@ -130,7 +130,9 @@ impl Timer {
     }
 
     /// How many timers are registered, not yet fired and not cancelled: futures that
-    /// have been polled and are waiting (a future registers on its first poll).
+    /// have been polled and are waiting (a future registers on its first poll), and
+    /// callbacks. [`Builder::max_pending`] bounds the callbacks only, so this can
+    /// exceed it.
     ///
     /// Exact at the moment of the call (it takes the wheel's lock).
     pub fn pending(&self) -> usize {
@@ -139,6 +141,9 @@ impl Timer {
 
     /// The timer's resolution: how late, at most, a timer fires (plus the runtime's
     /// scheduling delay). The wheel itself turns in quarters of it.
+    ///
+    /// A setting, not a wait: unlike [`Interval::tick`] it returns at once. To wait a
+    /// tick, `timer.sleep(timer.tick()).await`.
     pub fn tick(&self) -> Duration {
         self.shared().clock.tick()
     }
@@ -169,7 +174,9 @@ impl Timer {
     /// timer's [`Executor`](crate::Executor).
     ///
     /// The returned [`Scheduled`] cancels the callback when dropped; call
-    /// [`Scheduled::detach`] to let it run regardless. A callback may itself schedule
+    /// [`Scheduled::detach`] to let it run regardless. So `let _ = timer.schedule(..)`,
+    /// the fix rustc suggests for the unused result, cancels it at once: keep the
+    /// handle, `.detach()` it, or use [`Timer::schedule_detached`]. A callback may itself schedule
     /// (through a `Timer` clone) and cancel other callbacks, on any executor.
     ///
     /// A zero or past delay runs it on the next tick, never on the caller's stack.

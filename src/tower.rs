@@ -1,8 +1,10 @@
-//! A drop-in for [`tower::timeout`] on the wheel (feature `tower`).
+//! A drop-in for [`tower::timeout`][tower-timeout] on the wheel (feature `tower`).
 //!
 //! Swap the import and keep the rest: the layer's error is a [`tower::BoxError`]
 //! holding [`tower::timeout::error::Elapsed`] on expiry, exactly as tower's own, so
 //! `err.is::<Elapsed>()` checks and axum's `HandleErrorLayer` recipes work unchanged.
+//! It is tower's `Elapsed`, not this crate's [`Elapsed`](crate::Elapsed) (which is
+//! what a bare [`Timeout`](crate::Timeout) future gives): import it from tower.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -16,12 +18,14 @@
 //!     .layer(TimeoutLayer::new(Duration::from_millis(50)))
 //!     .service(service_fn(|_: ()| std::future::pending::<Result<(), BoxError>>()));
 //! let err = slow.ready().await.unwrap().call(()).await.unwrap_err();
-//! assert!(err.is::<Elapsed>());
+//! assert!(err.is::<Elapsed>()); // tower's Elapsed...
+//! assert!(!err.is::<tokio_wheel::Elapsed>()); // ...not this crate's
 //! # }
 //! ```
 //!
-//! [`tower::BoxError`]: ::tower::BoxError
-//! [`tower::timeout::error::Elapsed`]: ::tower::timeout::error::Elapsed
+//! [tower-timeout]: https://docs.rs/tower/0.5/tower/timeout/index.html
+//! [`tower::BoxError`]: https://docs.rs/tower/0.5/tower/type.BoxError.html
+//! [`tower::timeout::error::Elapsed`]: https://docs.rs/tower/0.5/tower/timeout/error/struct.Elapsed.html
 
 use std::fmt;
 use std::future::Future;
@@ -33,7 +37,7 @@ use ::tower::timeout::error::Elapsed;
 use ::tower::{BoxError, Layer, Service};
 use pin_project_lite::pin_project;
 
-use crate::default::default_timer;
+use crate::default::with_default;
 use crate::Timer;
 
 /// Applies a [`Timeout`] to every request of the services it wraps.
@@ -86,8 +90,14 @@ impl<S> Layer<S> for TimeoutLayer {
     }
 }
 
-/// A service whose requests fail with [`Elapsed`] (boxed) if the inner service has
-/// not answered `timeout` after the call.
+/// A service whose requests fail with tower's [`Elapsed`][elapsed] (boxed) if the inner
+/// service has not answered `timeout` after the call.
+///
+/// The error is tower's `tower::timeout::error::Elapsed`, as from tower's own layer,
+/// **not** [`tokio_wheel::Elapsed`](crate::Elapsed): `err.is::<tokio_wheel::Elapsed>()`
+/// is always false.
+///
+/// [elapsed]: https://docs.rs/tower/0.5/tower/timeout/error/struct.Elapsed.html
 ///
 /// The deadline starts at `call`, not at `poll_ready`: like tower's, it bounds the
 /// request, not the wait for capacity (put a timeout around readiness yourself, or a
@@ -157,13 +167,12 @@ where
     }
 
     fn call(&mut self, request: Request) -> ResponseFuture<S::Future> {
-        ResponseFuture {
-            inner: self
-                .timer
-                .as_ref()
-                .unwrap_or_else(|| default_timer())
-                .timeout(self.timeout, self.inner.call(request)),
-        }
+        let response = self.inner.call(request);
+        let inner = match &self.timer {
+            Some(timer) => timer.timeout(self.timeout, response),
+            None => with_default(|timer| timer.timeout(self.timeout, response)),
+        };
+        ResponseFuture { inner }
     }
 }
 

@@ -2,7 +2,7 @@
 //! clients and one that never finishes its request head.
 //!
 //! ```text
-//! cargo run --release --features hyper --example hyper_server
+//! cargo run --release -p tokio-wheel-integrations --example hyper_server
 //! ```
 //!
 //! `http1::Builder::timer(timer.clone())` is the whole hookup: hyper then arms its

@@ -1,7 +1,6 @@
 //! `impl hyper::rt::Timer for Timer` (feature `hyper`): the trait's contract, and a
 //! real hyper 1.x HTTP/1 server on 127.0.0.1 whose header-read timeouts and
 //! keep-alive run on the wheel.
-#![cfg(feature = "hyper")]
 
 use std::convert::Infallible;
 use std::future::Future;

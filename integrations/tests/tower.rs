@@ -1,7 +1,8 @@
 //! `tokio_wheel::tower::{TimeoutLayer, Timeout}` (feature `tower`): in a
 //! `ServiceBuilder` stack with the paused clock, and behind a real axum server on
-//! 127.0.0.1 with axum's `HandleErrorLayer` recipe unchanged.
-#![cfg(feature = "tower")]
+//! 127.0.0.1 with axum's `HandleErrorLayer` recipe unchanged. `TimeoutLayer::new`'s
+//! default timer follows the real clock, or with this package's feature `test-util`
+//! (tokio-wheel's) the caller's paused one: CI runs both builds.
 
 use std::future::poll_fn;
 use std::task::Poll;
@@ -185,6 +186,7 @@ async fn behind_a_real_axum_server_slow_handlers_time_out_and_fast_ones_answer()
 /// timer follows the real clock, so a request answered in real time well within its
 /// timeout is answered, not cut off because the paused clock lags.
 #[test]
+#[cfg(not(feature = "test-util"))]
 fn the_default_timer_layer_in_a_paused_runtime_behind_the_real_clock_is_never_early() {
     let paused = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -220,6 +222,7 @@ fn the_default_timer_layer_in_a_paused_runtime_behind_the_real_clock_is_never_ea
 /// A paused runtime whose clock has been advanced an hour: a 50 ms timeout on the
 /// default timer (real clock) elapses after about 50 ms of real time, not an hour.
 #[test]
+#[cfg(not(feature = "test-util"))]
 fn the_default_timer_layer_in_a_paused_runtime_ahead_of_the_real_clock_does_not_hang() {
     let (done, finished) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -244,6 +247,32 @@ fn the_default_timer_layer_in_a_paused_runtime_ahead_of_the_real_clock_does_not_
         .expect("a 50 ms timeout on the default timer had not elapsed after 10 s");
     assert!(elapsed);
     assert!(took >= Duration::from_millis(50), "early: {took:?}");
+}
+
+/// With the feature `test-util`, the layer without a timer uses one on the calling
+/// runtime, so a paused test's clock times it: cut off on time, no real time spent.
+#[tokio::test(start_paused = true)]
+#[cfg(feature = "test-util")]
+async fn with_test_util_the_default_timer_layer_follows_the_paused_clock() {
+    const TIMEOUT: Duration = Duration::from_secs(30);
+    let mut service = TimeoutLayer::new(TIMEOUT).layer(service_fn(|(): ()| async {
+        std::future::pending::<Result<(), BoxError>>().await
+    }));
+    let real = std::time::Instant::now();
+    let start = Instant::now();
+    let err = service.ready().await.unwrap().call(()).await.unwrap_err();
+    assert!(err.is::<Elapsed>());
+    let took = start.elapsed();
+    assert!(took >= TIMEOUT, "early: {took:?}");
+    assert!(
+        took < TIMEOUT + TICK + Duration::from_millis(1),
+        "late: {took:?}"
+    );
+    assert!(
+        real.elapsed() < Duration::from_secs(10),
+        "{:?} of real time",
+        real.elapsed()
+    );
 }
 
 /// tower's `TimeoutLayer::new` and `Timeout::new` are `const fn`s: a drop-in must be too.
