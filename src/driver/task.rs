@@ -159,6 +159,10 @@ async fn run(mut guard: DriverGuard, notify: Arc<Notify>, mut interval: Interval
                 // after the shutdown is still seen (its clock then stops for good).
                 guard.stopped(&shared);
                 drop(shared);
+                // Nothing of Tokio's timer left behind to wake it, or to move a
+                // paused clock.
+                drop(interval);
+                drop(expired);
                 while weak.strong_count() > 0 {
                     notify.notified().await;
                 }
