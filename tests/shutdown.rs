@@ -262,6 +262,18 @@ fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'st
         .expect("still waiting: it hangs")
 }
 
+/// Asserts that `timer.sleep(after)`, awaited on a plain executor, lasts `after` by
+/// the real clock, within a tick and some slack (failing, not hanging, if it waits
+/// far longer).
+fn lasts_its_duration_from_a_plain_executor(timer: Timer, after: Duration) {
+    let (start, end) = within(Duration::from_secs(3), move || {
+        let start = real_now();
+        futures::executor::block_on(timer.sleep(after));
+        (start, real_now())
+    });
+    on_time(end, start + after, TICK + SLACK);
+}
+
 /// A paused driver's runtime dropped after `shutdown()`: its clock is frozen for ever,
 /// so a sleep must not wait for it; the real clock decides, from the frozen reading on.
 #[test]
@@ -270,12 +282,7 @@ fn after_shutdown_then_the_paused_runtimes_loss_a_sleep_completes() {
     driver.block_on(timer.shutdown());
     drop(driver);
     let after = Duration::from_millis(50);
-    let (start, end) = within(Duration::from_secs(3), move || {
-        let start = real_now();
-        futures::executor::block_on(timer.sleep(after));
-        (start, real_now())
-    });
-    on_time(end, start + after, TICK + SLACK);
+    lasts_its_duration_from_a_plain_executor(timer, after);
 }
 
 /// A paused driver's runtime dropped while the real clock runs ahead of its frozen
@@ -288,22 +295,12 @@ fn after_a_paused_runtimes_loss_sleeps_last_their_duration() {
     std::thread::sleep(Duration::from_millis(200));
     drop(driver);
     let after = Duration::from_millis(100);
-    let (start, end) = within(Duration::from_secs(3), move || {
-        let start = real_now();
-        futures::executor::block_on(timer.sleep(after));
-        (start, real_now())
-    });
-    on_time(end, start + after, TICK + SLACK);
+    lasts_its_duration_from_a_plain_executor(timer, after);
 
     let (driver, timer) = timer_on_a_paused_runtime();
     driver.block_on(tokio::time::advance(Duration::from_secs(3600)));
     drop(driver);
-    let (start, end) = within(Duration::from_secs(3), move || {
-        let start = real_now();
-        futures::executor::block_on(timer.sleep(after));
-        (start, real_now())
-    });
-    on_time(end, start + after, TICK + SLACK);
+    lasts_its_duration_from_a_plain_executor(timer, after);
 }
 
 /// After `shutdown()`, a paused driver's clock an hour ahead of the real one: a sleep
