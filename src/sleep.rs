@@ -202,11 +202,16 @@ impl Sleep {
         let step = self.step();
         self.deadline = self.shared().clock.offset_of(deadline);
         let to = self.step();
-        if let Some(anchor) = Arc::get_mut(&mut self.anchor) {
-            if let Some(fallback) = &mut anchor.fallback {
-                anchor
-                    .shared
-                    .reset_fallback(fallback, anchor.shared.clock.instant_at(self.deadline));
+        // A plain read first: `Arc::get_mut` writes the anchor's shared counts, which
+        // other `Sleep`s of this shard write too. A fallback lives only in an anchor
+        // this `Sleep` holds alone.
+        if self.anchor.fallback.is_some() {
+            if let Some(anchor) = Arc::get_mut(&mut self.anchor) {
+                if let Some(fallback) = &mut anchor.fallback {
+                    anchor
+                        .shared
+                        .reset_fallback(fallback, anchor.shared.clock.instant_at(self.deadline));
+                }
             }
         }
         let state = match self.state() {

@@ -351,7 +351,8 @@ impl Timer {
 
     /// Stops the timer and returns every callback that never ran.
     ///
-    /// Once it returns, the driver task has ended, [`pending`] is 0 and later
+    /// Once it returns, the driver has stopped turning (its task only waits, idle, for
+    /// the timer's end, to notice meanwhile if its runtime is dropped), [`pending`] is 0 and later
     /// [`schedule`](Timer::schedule) calls return [`Error::Shutdown`]. Callbacks
     /// already handed to an executor are not waited for. Calling it again returns an
     /// empty `Vec`.

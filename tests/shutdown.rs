@@ -238,3 +238,149 @@ fn after_the_runtimes_loss_a_paused_caller_waits_on_the_real_clock() {
     on_time(real_now(), deadline, TICK + SLACK);
     assert!(start.elapsed() >= after);
 }
+
+/// A current-thread runtime whose clock is paused, and a timer whose driver runs on it.
+fn timer_on_a_paused_runtime() -> (tokio::runtime::Runtime, Timer) {
+    let driver = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let timer = driver.block_on(async { timer() });
+    (driver, timer)
+}
+
+/// Runs `f` on a thread of its own and gives its answer, or fails after `limit` (a
+/// hang would otherwise hang the test run).
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = send.send(f());
+    });
+    receive
+        .recv_timeout(limit)
+        .expect("still waiting: it hangs")
+}
+
+/// Asserts that `timer.sleep(after)`, awaited on a plain executor, lasts `after` by
+/// the real clock, within a tick and some slack (failing, not hanging, if it waits
+/// far longer).
+fn lasts_its_duration_from_a_plain_executor(timer: Timer, after: Duration) {
+    let (start, end) = within(Duration::from_secs(3), move || {
+        let start = real_now();
+        futures::executor::block_on(timer.sleep(after));
+        (start, real_now())
+    });
+    on_time(end, start + after, TICK + SLACK);
+}
+
+/// A paused driver's runtime dropped after `shutdown()`: its clock is frozen for ever,
+/// so a sleep must not wait for it; the real clock decides, from the frozen reading on.
+#[test]
+fn after_shutdown_then_the_paused_runtimes_loss_a_sleep_completes() {
+    let (driver, timer) = timer_on_a_paused_runtime();
+    driver.block_on(timer.shutdown());
+    drop(driver);
+    let after = Duration::from_millis(50);
+    lasts_its_duration_from_a_plain_executor(timer, after);
+}
+
+/// A paused driver's runtime dropped while the real clock runs ahead of its frozen
+/// clock: a sleep made later still lasts its duration (it completed at once: a retry
+/// loop on it spun), and one made on a clock advanced an hour ahead does not wait an
+/// hour.
+#[test]
+fn after_a_paused_runtimes_loss_sleeps_last_their_duration() {
+    let (driver, timer) = timer_on_a_paused_runtime();
+    std::thread::sleep(Duration::from_millis(200));
+    drop(driver);
+    let after = Duration::from_millis(100);
+    lasts_its_duration_from_a_plain_executor(timer, after);
+
+    let (driver, timer) = timer_on_a_paused_runtime();
+    driver.block_on(tokio::time::advance(Duration::from_secs(3600)));
+    drop(driver);
+    lasts_its_duration_from_a_plain_executor(timer, after);
+}
+
+/// After `shutdown()`, a paused driver's clock an hour ahead of the real one: a sleep
+/// polled from another thread waits for that clock to pass its deadline, not for the
+/// real clock to reach an instant an hour ahead.
+#[test]
+fn after_shutdown_a_paused_clock_ahead_of_the_real_one_does_not_delay_sleeps() {
+    let (driver, timer) = timer_on_a_paused_runtime();
+    driver.block_on(async {
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        timer.shutdown().await;
+    });
+    let after = Duration::from_millis(50);
+    let sleep = timer.sleep(after);
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        futures::executor::block_on(sleep);
+        let _ = done.send(real_now());
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let advanced = real_now();
+    driver.block_on(tokio::time::advance(after));
+    let end = finished
+        .recv_timeout(Duration::from_secs(3))
+        .expect("still waiting: it waits for the real clock to catch up");
+    // Never early on the paused clock: it had not passed the deadline before.
+    assert!(end >= advanced);
+    assert!(
+        end < advanced + TICK + SLACK,
+        "late by {:?}",
+        end - advanced
+    );
+}
+
+/// A sleep first timed on the driver's runtime (polled there after `shutdown()`), then
+/// awaited from another thread inside that runtime's context while the runtime is
+/// dropped: Tokio's timer there ends with its runtime, and the sleep moves to another
+/// clock instead of panicking on it ("timer error"), or, the runtime's clock paused,
+/// waiting for that frozen clock for ever.
+#[test]
+fn a_sleep_timed_on_the_drivers_runtime_survives_its_loss_after_shutdown() {
+    sleep_timed_on_the_drivers_runtime_survives_its_loss(false);
+    sleep_timed_on_the_drivers_runtime_survives_its_loss(true);
+}
+
+fn sleep_timed_on_the_drivers_runtime_survives_its_loss(paused: bool) {
+    let driver = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(paused)
+        .build()
+        .unwrap();
+    let timer = driver.block_on(async { timer() });
+    driver.block_on(timer.shutdown());
+    let after = Duration::from_millis(300);
+    let deadline = real_now() + after;
+    let mut sleep = timer.sleep(after);
+    driver.block_on(async { assert!(futures::poll!(&mut sleep).is_pending()) });
+    let handle = driver.handle().clone();
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _driver = handle.enter();
+        futures::executor::block_on(sleep);
+        let _ = done.send(real_now());
+    });
+    let before_the_loss = Duration::from_millis(50);
+    std::thread::sleep(before_the_loss);
+    drop(driver);
+    let end = finished
+        .recv_timeout(Duration::from_secs(3))
+        .expect("still waiting: it hangs (or panicked)");
+    // A paused clock stood still until the loss, then moved on with the real one.
+    let deadline = if paused {
+        deadline + before_the_loss
+    } else {
+        deadline
+    };
+    assert!(end >= deadline, "early by {:?}", deadline - end);
+    assert!(
+        end < deadline + TICK + SLACK,
+        "late by {:?}",
+        end - deadline
+    );
+}

@@ -10,18 +10,19 @@
 //! * on the driver's runtime itself while the polling task runs there and the runtime
 //!   is alive: that clock exactly, paused or not;
 //! * otherwise on the [background runtime](crate::background) (the default timer's),
-//!   which follows the real clock. A driver whose clock may be paused and whose
-//!   runtime is alive is asked as well when that sleep fires: if its clock has not
-//!   reached the deadline, the sleep waits again for what remains (at least a tick), so
-//!   it is never early on that clock either. Once the runtime is gone its clock is
-//!   gone: the real clock decides.
+//!   which follows the real clock, for as long as the driver's clock still has to go
+//!   (a paused clock may lag or lead the real one by any amount). The driver's clock
+//!   decides: if it has not reached the deadline when that sleep fires, the sleep
+//!   waits again for what remains (at least a tick), so it is never early on that
+//!   clock. Once the runtime is gone its clock is frozen, or gone with it: from its
+//!   last reading it is taken to move on with the real clock ([`Lost`]), so that a
+//!   sleep neither waits for a frozen clock nor completes at once.
 //!
 //! Only a `Sleep` that meets a stopped wheel pays for this (an allocation, the clock
 //! reads); it keeps its fallback in an [`Anchor`](super::Anchor) of its own.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use tokio::time::Instant;
@@ -57,40 +58,72 @@ fn real_now() -> Instant {
     Instant::from_std(std::time::Instant::now())
 }
 
+/// The driver's clock once its runtime is gone: its last reading, taken when the
+/// runtime dropped the driver, moving on with the real clock from then. A paused
+/// clock stops for ever with its runtime (or is ahead of, or behind, the real clock by
+/// however far it was advanced); read as it is, every later `sleep(d)` would wait for
+/// it for ever, or complete at once, or an hour late.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lost {
+    /// The driver's clock, then.
+    driver: Instant,
+    /// The real clock, then.
+    real: Instant,
+}
+
+impl Lost {
+    /// Now, on the driver's clock moved on with the real one.
+    pub(super) fn now(&self) -> Instant {
+        self.driver + real_now().saturating_duration_since(self.real)
+    }
+}
+
 impl Shared {
-    /// Records that the driver's runtime is gone (its clock with it).
+    /// Records that the driver's runtime is gone, with its clock's last reading.
+    /// Called once the runtime dropped the driver's task; only the first call counts.
     pub(super) fn mark_lost(&self) {
-        self.lost.store(true, Ordering::SeqCst);
+        let real = real_now();
+        let driver = if self.real_clock {
+            real
+        } else {
+            self.driver_now().unwrap_or(real)
+        };
+        let _ = self.lost.set(Lost { driver, real });
     }
 
     /// Where a fallback polled from here is timed.
     fn source(&self) -> Source {
-        if !self.lost.load(Ordering::SeqCst) && self.in_driver_runtime() {
+        if self.lost.get().is_none() && self.in_driver_runtime() {
             Source::Driver
         } else {
             Source::Background
         }
     }
 
-    /// Whether the driver's clock, where it may be paused and can still be read, has
-    /// not reached `deadline`: how long it still has to go.
+    /// How long the driver's clock (moved on with the real one once lost) still has to
+    /// go to `deadline`; `None` once it is there.
     fn driver_clock_short_of(&self, deadline: Instant) -> Option<std::time::Duration> {
-        if self.real_clock || self.lost.load(Ordering::SeqCst) {
-            return None;
-        }
-        let now = self.driver_now()?;
         deadline
-            .checked_duration_since(now)
+            .checked_duration_since(self.now())
             .filter(|d| !d.is_zero())
+    }
+
+    /// The real-clock instant at which the driver's clock, read now, would reach
+    /// `deadline` if it moved with the real clock from here: what a fallback on the
+    /// background runtime first waits for.
+    fn real_deadline(&self, deadline: Instant) -> Instant {
+        if self.real_clock {
+            return deadline;
+        }
+        let real = real_now();
+        real + deadline.saturating_duration_since(self.now())
     }
 
     /// Whether `deadline` has passed, as a fallback timed from here would find it.
     pub(crate) fn passed_elsewhere(&self, deadline: Instant) -> bool {
         match self.source() {
             Source::Driver => Instant::now() >= deadline,
-            Source::Background => {
-                real_now() >= deadline && self.driver_clock_short_of(deadline).is_none()
-            }
+            Source::Background => self.driver_clock_short_of(deadline).is_none(),
         }
     }
 
@@ -100,7 +133,8 @@ impl Shared {
             Source::Driver => Box::pin(tokio::time::sleep_until(deadline)),
             Source::Background => {
                 let runtime = crate::background::runtime()?;
-                context::enter(runtime, || Box::pin(tokio::time::sleep_until(deadline)))?
+                let at = self.real_deadline(deadline);
+                context::enter(runtime, || Box::pin(tokio::time::sleep_until(at)))?
             }
         };
         Some(Fallback { sleep, on })
@@ -122,19 +156,20 @@ impl Shared {
         let Some(fallback) = slot else {
             return Poll::Ready(());
         };
+        if fallback.on == Source::Driver {
+            return fallback.sleep.as_mut().poll(cx);
+        }
+        // The driver's clock decides; the real-clock sleep only brings the poll.
         loop {
-            if fallback.sleep.as_mut().poll(cx).is_pending() {
-                return Poll::Pending;
-            }
-            if fallback.on == Source::Driver {
-                return Poll::Ready(());
-            }
             let Some(rest) = self.driver_clock_short_of(deadline) else {
                 return Poll::Ready(());
             };
-            // The real clock passed the deadline before the driver's paused clock
-            // did: wait again for what remains there, at least a tick (a paused clock
-            // moves only when its runtime advances it), never spinning.
+            if fallback.sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            // The real clock got there before the driver's (paused) clock did: wait
+            // again for what remains there, at least a tick (a paused clock moves only
+            // when its runtime advances it), never spinning.
             let rest = rest.max(self.clock.tick());
             fallback.sleep.as_mut().reset(real_now() + rest);
         }
@@ -142,6 +177,10 @@ impl Shared {
 
     /// Moves a fallback's deadline, in place.
     pub(crate) fn reset_fallback(&self, fallback: &mut Fallback, deadline: Instant) {
-        fallback.sleep.as_mut().reset(deadline);
+        let at = match fallback.on {
+            Source::Driver => deadline,
+            Source::Background => self.real_deadline(deadline),
+        };
+        fallback.sleep.as_mut().reset(at);
     }
 }

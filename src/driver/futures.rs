@@ -45,6 +45,9 @@ impl Shared {
     pub(crate) fn now(&self) -> Instant {
         if self.real_clock {
             Instant::from_std(std::time::Instant::now())
+        } else if let Some(lost) = self.lost.get() {
+            // Even from inside the dropped runtime's context: its clock may be frozen.
+            lost.now()
         } else if self.in_driver_runtime() {
             Instant::now()
         } else {
@@ -67,6 +70,7 @@ impl Shared {
     /// Now, by the clock the driver follows (its runtime's, which may be paused when
     /// the caller's is not, or the other way round): what the driver will find when it
     /// next turns, whoever asks. `None` only when no thread can be started to read it.
+    /// Once the runtime is gone, its clock moved on with the real one ([`Lost`](super::Lost)).
     ///
     /// Read in place where that cannot panic; in a thread-local's destructor, once the
     /// thread's Tokio context is torn down, on a thread of its own
@@ -81,6 +85,9 @@ impl Shared {
         let Some(runtime) = &self.runtime else {
             return Some(Instant::now());
         };
+        if let Some(lost) = self.lost.get() {
+            return Some(lost.now());
+        }
         match tokio::runtime::Handle::try_current() {
             Ok(current) if current.id() == runtime.id() => Some(Instant::now()),
             Ok(_) => catch_unwind(AssertUnwindSafe(|| {

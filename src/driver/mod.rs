@@ -57,6 +57,7 @@ mod turn;
 
 pub(crate) use callbacks::{CallbackState, Place};
 pub(crate) use fallback::Fallback;
+use fallback::Lost;
 pub(crate) use futures::Registered;
 pub(crate) use task::start;
 #[cfg(loom)]
@@ -188,8 +189,10 @@ pub(crate) struct Shared {
     /// drained; read under a shard's lock. From then on nothing registers, and futures
     /// are timed by a [`Fallback`] instead.
     shutdown: AtomicBool,
-    /// Set when the driver's runtime dropped the driver (its clock is gone too).
-    lost: AtomicBool,
+    /// Set when the driver's runtime dropped the driver, whether or not it had shut
+    /// down first: its clock is gone too, and is taken to move on with the real one
+    /// from its last reading (see [`Lost`]).
+    lost: std::sync::OnceLock<Lost>,
     /// Pending callbacks in all shards (the count `max_pending` bounds).
     callbacks: AtomicUsize,
     /// The timer itself, held while a detached callback may be pending: such a
@@ -211,7 +214,8 @@ pub(crate) struct Shared {
     /// See [`Config::real_clock`] and [`Shared::now`].
     real_clock: bool,
     notify: Arc<Notify>,
-    /// Becomes `true` when the driver task has ended (or was dropped).
+    /// Becomes `true` when the driver has stopped turning for good (shut down, or its
+    /// task dropped).
     stopped: watch::Sender<bool>,
     /// Turns started, numbering them from 1.
     turns_started: StdAtomicU64,
@@ -323,7 +327,7 @@ impl Shared {
             shards,
             parked_until: AtomicU64::new(u64::MAX),
             shutdown: AtomicBool::new(false),
-            lost: AtomicBool::new(false),
+            lost: std::sync::OnceLock::new(),
             callbacks: AtomicUsize::new(0),
             keep_alive: Mutex::new(None),
             kept_alive: AtomicBool::new(false),

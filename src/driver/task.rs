@@ -76,26 +76,40 @@ pub(crate) fn start(
     // a runtime dropped before it first polls the task still drops the guard.
     let guard = DriverGuard {
         shared: Arc::downgrade(&shared),
+        ended: false,
     };
     runtime.spawn(run(guard, shared.notify.clone(), interval));
     Ok(shared)
 }
 
-/// Marks the driver stopped when its task ends, and completes every pending future if
-/// the task is dropped before it ends by itself (its runtime shut down, perhaps before
-/// ever running it), so that no task elsewhere waits forever.
+/// Marks the driver stopped when its task stops turning, and reports the loss of its
+/// runtime if the task is dropped before it ends by itself (its runtime shut down,
+/// perhaps before ever running it, or after `shutdown`): pending futures are handed
+/// to their fallback, and the runtime's clock is known gone, so that no task
+/// elsewhere waits for it forever.
 struct DriverGuard {
     shared: Weak<Shared>,
+    /// Set when the task ends by itself: the timer is gone.
+    ended: bool,
+}
+
+impl DriverGuard {
+    fn stopped(&self, shared: &Shared) {
+        shared.stopped.send_replace(true);
+        shared.turned.notify_waiters();
+    }
 }
 
 impl Drop for DriverGuard {
     fn drop(&mut self) {
         if let Some(shared) = self.shared.upgrade() {
+            if !self.ended {
+                shared.mark_lost();
+            }
             if !shared.is_shutdown() {
                 shared.driver_lost();
             }
-            shared.stopped.send_replace(true);
-            shared.turned.notify_waiters();
+            self.stopped(&shared);
         }
     }
 }
@@ -128,15 +142,33 @@ fn wake_at(clock: &Clock, next: u64, now: Instant) -> Option<Instant> {
 }
 
 /// The driver task.
-async fn run(guard: DriverGuard, notify: Arc<Notify>, mut interval: Interval) {
+async fn run(mut guard: DriverGuard, notify: Arc<Notify>, mut interval: Interval) {
     let weak = guard.shared.clone();
     let mut expired = Vec::new();
     loop {
-        let Some(shared) = weak.upgrade() else { return };
+        let Some(shared) = weak.upgrade() else {
+            guard.ended = true;
+            return;
+        };
         shared.counters.wakeups.fetch_add(1, Ordering::Relaxed);
         let clock = shared.clock;
         let next = match shared.turn(&mut expired) {
-            Turn::Exit => return,
+            Turn::Exit => {
+                // Shut down: stopped, but the task stays, idle, until the timer is
+                // gone (`Shared`'s drop notifies), so that the loss of its runtime
+                // after the shutdown is still seen (its clock then stops for good).
+                guard.stopped(&shared);
+                drop(shared);
+                // Nothing of Tokio's timer left behind to wake it, or to move a
+                // paused clock.
+                drop(interval);
+                drop(expired);
+                while weak.strong_count() > 0 {
+                    notify.notified().await;
+                }
+                guard.ended = true;
+                return;
+            }
             Turn::Again => {
                 drop(shared);
                 tokio::task::yield_now().await;
