@@ -63,6 +63,8 @@ use crate::{Error, Scheduled, Timer};
 /// or the [`Stream`] impl, once their deadlines pass: in deadline order, never early,
 /// less than a tick and a millisecond late (the timer's tick).
 ///
+/// [`Stream`]: https://docs.rs/futures-core/0.3/futures_core/stream/trait.Stream.html
+///
 /// A `DelayQueue` is a handle: clones share the queue, and it is `Send + Sync` when
 /// `T: Send`. Any task inserts, [`remove`](DelayQueue::remove)s and
 /// [`reset`](DelayQueue::reset)s; any number of consumers take expired values, each

@@ -1,5 +1,8 @@
 //! Idle timeouts on any [`AsyncRead`]/[`AsyncWrite`]: [`TimeoutStream`].
 //!
+//! [`AsyncRead`]: https://docs.rs/tokio/1/tokio/io/trait.AsyncRead.html
+//! [`AsyncWrite`]: https://docs.rs/tokio/1/tokio/io/trait.AsyncWrite.html
+//!
 //! A connection whose peer stops sending (or stops reading) holds a task, a socket and
 //! its buffers for ever unless something cuts it. Wrapping every read in a `timeout`
 //! allocates a timer per read; [`TimeoutStream`] keeps one [`Sleep`] per direction and
@@ -52,6 +55,9 @@ pin_project! {
     /// An [`AsyncRead`]/[`AsyncWrite`] whose reads and writes fail with
     /// [`io::ErrorKind::TimedOut`] after waiting, with no progress, longer than their
     /// timeout (less than a tick and a millisecond longer).
+    ///
+    /// [`AsyncRead`]: https://docs.rs/tokio/1/tokio/io/trait.AsyncRead.html
+    /// [`AsyncWrite`]: https://docs.rs/tokio/1/tokio/io/trait.AsyncWrite.html
     ///
     /// The timeouts are idle timeouts: each wait starts its own, so a peer that sends a
     /// byte more often than the read timeout is never cut, however long the
