@@ -42,6 +42,26 @@ pub enum Error {
     OutOfRange,
 }
 
+/// The predicates of `tokio::time::error::Error`, so that code asking them compiles
+/// after swapping `tokio::time` for this crate.
+impl Error {
+    /// Whether this is [`Error::Shutdown`].
+    pub fn is_shutdown(&self) -> bool {
+        matches!(self, Error::Shutdown)
+    }
+
+    /// Whether this is [`Error::AtCapacity`].
+    pub fn is_at_capacity(&self) -> bool {
+        matches!(self, Error::AtCapacity { .. })
+    }
+
+    /// Whether what was asked for is invalid: [`Error::InvalidConfig`], or
+    /// [`Error::OutOfRange`] (Tokio's "invalid" is a deadline past its range).
+    pub fn is_invalid(&self) -> bool {
+        matches!(self, Error::InvalidConfig(_) | Error::OutOfRange)
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -107,5 +127,33 @@ impl std::error::Error for Elapsed {}
 impl From<Elapsed> for std::io::Error {
     fn from(_: Elapsed) -> Self {
         std::io::ErrorKind::TimedOut.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_predicate_answers_for_its_variants_only() {
+        let all = [
+            Error::Shutdown,
+            Error::AtCapacity { max: 1 },
+            Error::InvalidConfig("tick".into()),
+            Error::OutOfRange,
+        ];
+        let answers: Vec<[bool; 3]> = all
+            .iter()
+            .map(|e| [e.is_shutdown(), e.is_at_capacity(), e.is_invalid()])
+            .collect();
+        assert_eq!(
+            answers,
+            [
+                [true, false, false],
+                [false, true, false],
+                [false, false, true],
+                [false, false, true],
+            ]
+        );
     }
 }

@@ -11,6 +11,10 @@ use time::{Duration, Instant, Interval, MissedTickBehavior, Sleep, Timeout};
 /// Both name the error types at the same paths.
 const _: Option<(Elapsed, time::error::Error)> = None;
 
+/// Both ask an `Error` the same questions.
+const _: fn(&time::error::Error) -> [bool; 3] =
+    |e| [e.is_shutdown(), e.is_at_capacity(), e.is_invalid()];
+
 /// The wheel's default tick: the lateness bound is this and a millisecond.
 const TICK: Duration = Duration::from_millis(10);
 
