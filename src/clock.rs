@@ -47,7 +47,7 @@ pub(crate) struct Clock {
     /// The farthest offset kept: the end of step [`MAX_STEP`], or of the last step
     /// that ends within `i64::MAX` nanoseconds if that comes first. A later deadline
     /// saturates here, so that the deadline a timer reports is one its step can
-    /// reach, and never lies after it.
+    /// reach, and never lies after it. Positive: at least one step.
     max_offset: i64,
 }
 
@@ -130,17 +130,14 @@ impl Clock {
     /// The offset of `duration` after `now`, with `duration` capped at about 30 years
     /// (as Tokio's `sleep` caps it; [`deadline_after`] only saturates on overflow) and
     /// the sum at the end of the wheel's range.
+    #[inline]
     pub(crate) fn offset_after(&self, now: Instant, duration: Duration) -> i64 {
-        // The common case, every `sleep(d)`: `now` after the origin, both terms well
-        // inside i64 nanoseconds (292 years), added without widening to u128.
+        // The common case, every `sleep(d)`: `now` after the origin. In u128
+        // nanoseconds neither term nor their sum can overflow (each below 2^94), and
+        // `max_offset` is positive, so one comparison saturates.
         if let Some(since) = now.checked_duration_since(self.origin) {
-            let duration = duration.min(FAR_FUTURE);
-            let ns = since
-                .as_secs()
-                .saturating_add(duration.as_secs())
-                .saturating_mul(1_000_000_000)
-                .saturating_add(u64::from(since.subsec_nanos() + duration.subsec_nanos()));
-            return i64::try_from(ns).unwrap_or(i64::MAX).min(self.max_offset);
+            let ns = since.as_nanos() + duration.as_nanos().min(FAR_FUTURE.as_nanos());
+            return ns.min(self.max_offset as u128) as i64;
         }
         let far = i64::try_from(FAR_FUTURE.as_nanos()).unwrap_or(i64::MAX);
         let duration = i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX);

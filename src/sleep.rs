@@ -113,17 +113,20 @@ impl State {
 }
 
 impl Sleep {
+    #[inline]
     pub(crate) fn new(anchor: Arc<Anchor>, deadline: Instant) -> Sleep {
         let deadline = anchor.shared.clock.offset_of(deadline);
         Sleep::at_offset(anchor, deadline)
     }
 
     /// A `Sleep` of `duration` from `now`.
+    #[inline]
     pub(crate) fn after(anchor: Arc<Anchor>, now: Instant, duration: Duration) -> Sleep {
         let deadline = anchor.shared.clock.offset_after(now, duration);
         Sleep::at_offset(anchor, deadline)
     }
 
+    #[inline]
     fn at_offset(anchor: Arc<Anchor>, deadline: i64) -> Sleep {
         Sleep {
             anchor,

@@ -78,6 +78,7 @@ impl Timer {
     }
 
     /// A reference that keeps this timer alive, from the calling thread's shard.
+    #[inline]
     pub(crate) fn anchor(&self) -> Arc<Anchor> {
         Anchor::local(&self.anchors)
     }

@@ -580,7 +580,10 @@ impl<T> Wheel<T> {
         }
         let highest = 63 - differ.leading_zeros();
         let level = 1 + ((highest - self.level0_bits) / UPPER_SLOTS_BITS) as usize;
-        (level, self.slot_of(level, step))
+        // `slot_of` without its loads: every upper level has 2^UPPER_SLOTS_BITS slots.
+        let slot = (step >> self.shift(level)) & ((1 << UPPER_SLOTS_BITS) - 1);
+        debug_assert_eq!(slot as usize, self.slot_of(level, step));
+        (level, slot as usize)
     }
 
     #[inline]

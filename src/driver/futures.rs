@@ -60,11 +60,12 @@ impl Shared {
     /// clock is the driver's. Asked of the context, not of the thread: a thread that
     /// ran the driver may since have left its runtime (its `block_on` returned) for one
     /// whose clock is paused, or entered another one inside it.
+    #[inline]
     pub(super) fn in_driver_runtime(&self) -> bool {
-        let Some(runtime) = &self.runtime else {
+        let Some(id) = self.runtime_id else {
             return true;
         };
-        tokio::runtime::Handle::try_current().is_ok_and(|current| current.id() == runtime.id())
+        tokio::runtime::Handle::try_current().is_ok_and(|current| current.id() == id)
     }
 
     /// Now, by the clock the driver follows (its runtime's, which may be paused when
@@ -118,6 +119,7 @@ impl Shared {
     }
 
     /// Registers a future's waker at `step`.
+    #[inline]
     pub(crate) fn register(&self, step: u64, waker: &Waker) -> Registered {
         let (index, shard) = self.local();
         let mut wheels = lock(&shard.wheels);
@@ -155,6 +157,7 @@ impl Shared {
     }
 
     /// Removes a future's entry, due at `step`, if it is still pending.
+    #[inline]
     pub(crate) fn cancel(&self, reg: Registration, step: u64) {
         let mut wheels = lock(&self.shard(reg).wheels);
         let removed = wheels.futures.remove(reg.key, step);

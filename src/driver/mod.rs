@@ -211,6 +211,10 @@ pub(crate) struct Shared {
     /// Where `Spawn` and `Blocking` callbacks go; `None` only in loom models, which
     /// have no runtime (callbacks then run inline).
     runtime: Option<tokio::runtime::Handle>,
+    /// `runtime`'s id, kept here so that [`Shared::in_driver_runtime`], asked on
+    /// every `sleep(d)` of a current-thread driver, does not reach it through the
+    /// handle.
+    runtime_id: Option<tokio::runtime::Id>,
     /// See [`Config::real_clock`] and [`Shared::now`].
     real_clock: bool,
     notify: Arc<Notify>,
@@ -279,6 +283,7 @@ impl Anchor {
     }
 
     /// The calling thread's anchor among `anchors` (from [`Anchor::all`]).
+    #[inline]
     pub(crate) fn local(anchors: &[Arc<Anchor>]) -> Arc<Anchor> {
         anchors[thread_shard(anchors.len())].clone()
     }
@@ -336,6 +341,7 @@ impl Shared {
             wheel_size: config.wheel_size,
             max_pending: config.max_pending,
             executor: config.executor,
+            runtime_id: runtime.as_ref().map(tokio::runtime::Handle::id),
             runtime,
             real_clock,
             notify: Arc::new(Notify::new()),
