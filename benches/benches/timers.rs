@@ -1,6 +1,8 @@
 //! Register-then-cancel costs, side by side, each peer in the runtime configurations it
-//! is used in: *churn* (one thread), *scale* (churn with many long timers already
-//! pending) and *churn-mt* (1000 tasks on 2 and on 8 workers).
+//! is used in: *churn* (one thread; also through the free function), *churn-later*
+//! (each new deadline later than one already pending, 1 and 100 000 pending), *scale*
+//! (churn with many long timers already pending), *churn-mt* (1000 tasks on 2 and on 8
+//! workers) and *heartbeat* (CPU per tick of 100 000 intervals on 2 workers).
 //!
 //! `cargo bench -p tokio-wheel-benches --bench timers`
 
@@ -15,6 +17,7 @@ use futures::task::noop_waker_ref;
 use tokio_util::time::DelayQueue;
 use tokio_wheel::Timer;
 use tokio_wheel_benches::runtimes::{current_thread, multi_thread, Flavor, ALT_TIMER_AVAILABLE};
+use tokio_wheel_benches::workloads::{churn_later, heartbeat, Peer};
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -68,6 +71,61 @@ fn churn(c: &mut Criterion) {
     group.bench_function("floor: Mutex lock+unlock", |b| {
         b.iter(|| *black_box(&lock).lock().unwrap() += 1)
     });
+    group.finish();
+}
+
+/// Churn through the free function `tokio_wheel::sleep` (the default timer, its driver
+/// on its own thread), called from a time-only current-thread runtime, entered.
+fn churn_free(c: &mut Criterion) {
+    let rt = current_thread(Flavor::TimeOnly);
+    let _enter = rt.enter();
+    let mut cx = Context::from_waker(noop_waker_ref());
+    let mut group = c.benchmark_group("churn");
+    group.bench_function(
+        BenchmarkId::new("tokio_wheel::sleep", Flavor::TimeOnly.name()),
+        |b| {
+            b.iter(|| {
+                let mut sleep = tokio_wheel::sleep(SECOND);
+                let _ = Pin::new(&mut sleep).poll(&mut cx);
+            })
+        },
+    );
+    group.finish();
+}
+
+/// *churn-later* (`workloads::churn_later`), I/O runtime, with 1 and 100 000 pending:
+/// each sample is one run of the workload, timed by it.
+fn churn_later_bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("churn-later");
+    group.sample_size(20);
+    for pending in [1usize, 100_000] {
+        for peer in [Peer::WheelIo, Peer::TokioIo] {
+            group.bench_with_input(BenchmarkId::new(peer.name(), pending), &pending, |b, &n| {
+                b.iter_custom(|iters| {
+                    let iters = u32::try_from(iters).unwrap_or(u32::MAX).max(1);
+                    let ns = churn_later(peer, iters, n) * f64::from(iters);
+                    Duration::from_nanos(ns as u64)
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+/// *heartbeat* (`workloads::heartbeat`): CPU per tick of 100 000 `Interval`s of 100 ms
+/// on 2 workers, I/O runtime. A run's CPU per tick is scaled to the iterations asked
+/// for: one iteration is one tick.
+fn heartbeat_bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("heartbeat");
+    group.sample_size(10);
+    for peer in [Peer::WheelIo, Peer::TokioIo] {
+        group.bench_function(peer.name(), |b| {
+            b.iter_custom(|iters| {
+                let per_tick = heartbeat(peer, 100_000, Duration::from_millis(100), 5, 2);
+                Duration::from_nanos((per_tick * iters as f64) as u64)
+            })
+        });
+    }
     group.finish();
 }
 
@@ -200,6 +258,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = churn, scale, churn_mt
+    targets = churn, churn_free, churn_later_bench, scale, churn_mt, heartbeat_bench
 }
 criterion_main!(benches);

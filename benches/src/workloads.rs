@@ -131,6 +131,147 @@ pub fn churn(peer: Peer, iters: u32, pending: usize) -> f64 {
     start.elapsed().as_nanos() as f64 / f64::from(iters)
 }
 
+/// The deadline of a *churn-later* op: as long as every one already pending, and made
+/// after them, so never earlier than all a driver knows.
+pub const LATER: Duration = Duration::from_secs(120);
+
+/// *churn-later*: a busy server's uniform request timeouts. Inside `block_on` of a
+/// current-thread runtime of the peer's configuration, `pending` (at least one) 120 s
+/// sleeps are registered and the drivers let park once knowing the earliest; then each
+/// op makes a new 120 s sleep, later than every one pending (so Tokio's driver, parked
+/// until the earliest, needs no wakeup), polls it once so it registers, and drops it.
+/// ns per op over `iters` ops. This crate and `tokio::time` only.
+///
+/// # Panics
+///
+/// For a peer other than this crate's or `tokio::time` on a current-thread runtime.
+pub fn churn_later(peer: Peer, iters: u32, pending: usize) -> f64 {
+    assert!(
+        peer.is_wheel() || matches!(peer, Peer::TokioIo | Peer::TokioTimeOnly),
+        "{} has no churn-later",
+        peer.name()
+    );
+    let rt = current_thread(peer.runtime());
+    rt.block_on(async move {
+        let timer = Timer::new();
+        let mut cx = Context::from_waker(noop_waker_ref());
+        let mut held_ours = Vec::new();
+        let mut held_tokio = Vec::new();
+        for _ in 0..pending.max(1) {
+            if peer.is_wheel() {
+                let mut sleep = timer.sleep(LATER);
+                let _ = Pin::new(&mut sleep).poll(&mut cx);
+                held_ours.push(sleep);
+            } else {
+                let mut sleep = Box::pin(tokio::time::sleep(LATER));
+                let _ = sleep.as_mut().poll(&mut cx);
+                held_tokio.push(sleep);
+            }
+        }
+        // Let our driver task turn and park, and Tokio's time driver park, each knowing
+        // the earliest deadline pending.
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let start = std::time::Instant::now();
+        for _ in 0..iters {
+            if peer.is_wheel() {
+                let mut sleep = timer.sleep(LATER);
+                let _ = Pin::new(&mut sleep).poll(&mut cx);
+            } else {
+                let mut sleep = pin!(tokio::time::sleep(LATER));
+                let _ = sleep.as_mut().poll(&mut cx);
+            }
+        }
+        let ns = start.elapsed().as_nanos() as f64 / f64::from(iters);
+        drop((held_ours, held_tokio));
+        ns
+    })
+}
+
+/// *churn* through the free function `tokio_wheel::sleep` (the default timer, whose
+/// driver runs on its own thread) from a current-thread runtime of `flavor`, entered,
+/// not running; ns per op over `iters` ops.
+pub fn churn_free(flavor: Flavor, iters: u32) -> f64 {
+    let rt = current_thread(flavor);
+    let _enter = rt.enter();
+    let mut cx = Context::from_waker(noop_waker_ref());
+    // The default timer starts on first use, before the clock starts.
+    drop(tokio_wheel::sleep(SECOND));
+    let start = std::time::Instant::now();
+    for _ in 0..iters {
+        let mut sleep = tokio_wheel::sleep(SECOND);
+        let _ = Pin::new(&mut sleep).poll(&mut cx);
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(iters)
+}
+
+/// CPU ns of `intervals` tasks on `workers` workers of a multi-thread runtime of the
+/// peer's configuration, each taking `ticks` ticks of an `Interval` of `period` (the
+/// first, immediate one included), from the runtime's start to its last task's end.
+fn heartbeat_cpu(
+    peer: Peer,
+    intervals: usize,
+    period: Duration,
+    ticks: u32,
+    workers: usize,
+) -> u64 {
+    let rt = multi_thread(peer.runtime(), workers);
+    let before = cpu_ns();
+    rt.block_on(async move {
+        let timer = Timer::new();
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..intervals {
+            let timer = timer.clone();
+            tasks.spawn(async move {
+                if peer.is_wheel() {
+                    let mut interval = timer.interval(period);
+                    for _ in 0..ticks {
+                        interval.tick().await;
+                    }
+                } else {
+                    let mut interval = tokio::time::interval(period);
+                    for _ in 0..ticks {
+                        interval.tick().await;
+                    }
+                }
+            });
+        }
+        while tasks.join_next().await.is_some() {}
+    });
+    let cpu = cpu_ns() - before;
+    // Kept until measured: an exited thread's CPU is no longer counted.
+    drop(rt);
+    cpu
+}
+
+/// *heartbeat*: `intervals` tasks each ticking an `Interval` of `period` on `workers`
+/// workers of a multi-thread runtime of the peer's configuration (this crate or
+/// `tokio::time`); CPU ns per tick after the first: the CPU of a run of `ticks + 1`
+/// ticks less that of a run of one (setup, spawning and the immediate first tick), over
+/// `intervals × ticks`.
+///
+/// # Panics
+///
+/// For a peer other than this crate's or `tokio::time`.
+pub fn heartbeat(
+    peer: Peer,
+    intervals: usize,
+    period: Duration,
+    ticks: u32,
+    workers: usize,
+) -> f64 {
+    assert!(
+        peer.is_wheel() || peer.is_tokio(),
+        "{} has no interval",
+        peer.name()
+    );
+    let setup = heartbeat_cpu(peer, intervals, period, 1, workers);
+    let run = heartbeat_cpu(peer, intervals, period, ticks + 1, workers);
+    run.saturating_sub(setup) as f64 / (intervals as f64 * f64::from(ticks))
+}
+
 /// The parts of a churn op that no design with a clock read per sleep and a lock per
 /// registration and per cancel can avoid, measured alone on this machine.
 #[derive(Debug, Clone, Copy)]
