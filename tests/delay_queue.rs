@@ -11,6 +11,8 @@ use futures::StreamExt;
 use tokio::time::Instant;
 use tokio_wheel::{DelayQueue, Error, Expired, Timer};
 
+mod common;
+
 const TICK: Duration = Duration::from_millis(10);
 /// Lateness allowed: less than a tick plus Tokio's millisecond.
 const LATE: Duration = Duration::from_millis(11);
@@ -543,15 +545,7 @@ async fn unfired_values_run_at_once_or_dropped_or_kept_come_out_never_early() {
 /// tolerant upper bound), as does one inserted after the loss.
 #[test]
 fn values_pending_when_the_drivers_runtime_is_dropped_come_out_never_early() {
-    let driver = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let timer = Timer::builder()
-        .tick(TICK)
-        .build_on(driver.handle())
-        .unwrap();
+    let (driver, timer) = common::timer_on_its_own_runtime();
     let queue = DelayQueue::with_timer(&timer);
     let (sender, received) = std::sync::mpsc::channel();
     let consumer = {

@@ -64,9 +64,16 @@ use futures_core::Stream;
 use slab::Slab;
 use tokio::time::Instant;
 
+mod expired;
+mod state;
+
+pub use expired::{Expired, Key, TryInsertError};
+
+use self::expired::Due;
+use self::state::{lock, slot, Aim, Item, State, Timing};
 use crate::clock::deadline_after;
 use crate::sync::{Mutex, MutexGuard};
-use crate::{Error, Scheduled, Sleep, Timer};
+use crate::{Sleep, Timer};
 
 /// A queue of values that come out, through [`poll_expired`](DelayQueue::poll_expired)
 /// or the [`Stream`] impl, once their deadlines pass: in deadline order, never early,
@@ -179,154 +186,6 @@ struct Queue<T> {
     wake_all: Waker,
 }
 
-struct State<T> {
-    /// Values whose deadlines have not passed, each with what times it.
-    pending: Slab<Item<T>>,
-    /// The values of `pending` the wheel cannot time (refused by the timer, their
-    /// callback dropped unrun, or their timer shut down or lost), by deadline, then
-    /// serial: `(deadline, serial, index)`. The queue's sleep times the first.
-    fallback: BTreeSet<(Instant, u64, usize)>,
-    /// The serial of the next value inserted: never reused, so stale keys stay inert.
-    next_serial: u64,
-    /// Values whose deadlines passed, earliest deadline first (then first inserted),
-    /// waiting for a consumer. A heap, not a list: callbacks of different shards, or
-    /// a value reset into the past, expire out of deadline order, and a sorted insert
-    /// into a long backlog would scan it under the lock.
-    expired: BinaryHeap<Due<T>>,
-    /// Consumers waiting for a value (or for the close), one waker per task.
-    waiting: Vec<Waker>,
-    /// What the queue's sleep is registered for, with `wake_all`, and has not woken
-    /// since: consumers that would aim it there have nothing to do.
-    armed: Option<Aim>,
-    closed: bool,
-}
-
-/// What the queue's sleep waits for, while a consumer waits.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Aim {
-    /// The timer's shutdown or loss: a far deadline, which the timer wakes early when
-    /// it drains its futures, so that consumers move the values its wheel no longer
-    /// times to the fallback.
-    Stop,
-    /// The first deadline of the fallback.
-    Due(Instant),
-}
-
-struct Item<T> {
-    value: T,
-    serial: u64,
-    timing: Timing,
-}
-
-/// What times a pending value.
-enum Timing {
-    /// Its callback on the timer's wheel; the handle cancels it when dropped (always
-    /// after the queue's lock).
-    Wheel(Scheduled),
-    /// The queue's sleep, in `State::fallback` at this deadline.
-    Fallback(Instant),
-}
-
-impl Timing {
-    fn deadline(&self) -> Instant {
-        match self {
-            Timing::Wheel(timer) => timer.deadline(),
-            Timing::Fallback(deadline) => *deadline,
-        }
-    }
-}
-
-/// Names a value in the [`DelayQueue`] that returned it; inert once the value has
-/// expired, been removed or been cleared.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub struct Key {
-    index: usize,
-    serial: u64,
-}
-
-/// A value whose deadline passed, taken from a [`DelayQueue`].
-#[derive(Debug)]
-pub struct Expired<T> {
-    value: T,
-    key: Key,
-    deadline: Instant,
-}
-
-impl<T> Expired<T> {
-    /// The value.
-    pub fn get_ref(&self) -> &T {
-        &self.value
-    }
-
-    /// The value, mutably.
-    pub fn get_mut(&mut self) -> &mut T {
-        &mut self.value
-    }
-
-    /// The value, taken out.
-    pub fn into_inner(self) -> T {
-        self.value
-    }
-
-    /// The key the value was inserted under (it names nothing in the queue any more).
-    pub fn key(&self) -> Key {
-        self.key
-    }
-
-    /// The deadline the value expired at (the last one a reset set).
-    pub fn deadline(&self) -> Instant {
-        self.deadline
-    }
-}
-
-/// A value [`DelayQueue::try_insert`] could not insert, given back with the reason.
-pub struct TryInsertError<T> {
-    error: Error,
-    value: T,
-}
-
-impl<T> TryInsertError<T> {
-    /// Why the timer refused it: [`Error::Shutdown`], [`Error::AtCapacity`] or
-    /// [`Error::OutOfRange`].
-    pub fn error(&self) -> &Error {
-        &self.error
-    }
-
-    /// The value, given back.
-    pub fn into_inner(self) -> T {
-        self.value
-    }
-}
-
-impl<T> fmt::Debug for TryInsertError<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TryInsertError")
-            .field("error", &self.error)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<T> fmt::Display for TryInsertError<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the delay queue's timer refused the value: {}",
-            self.error
-        )
-    }
-}
-
-impl<T> std::error::Error for TryInsertError<T> {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
-    }
-}
-
-fn lock<T>(state: &Mutex<State<T>>) -> MutexGuard<'_, State<T>> {
-    // No user code runs under the lock but `Waker::clone`, before any change.
-    state.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl<T: Send + 'static> DelayQueue<T> {
     /// A queue on the [default timer](crate#default-timer): the process-wide one,
     /// which follows the real clock, or with the feature `test-util` the caller's
@@ -389,8 +248,8 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// # Errors
     ///
     /// [`TryInsertError`], holding the value, if the timer is shut down
-    /// ([`Error::Shutdown`]) or already holds its
-    /// [`max_pending`](crate::Builder::max_pending) callbacks ([`Error::AtCapacity`]).
+    /// ([`Error::Shutdown`](crate::Error::Shutdown)) or already holds its
+    /// [`max_pending`](crate::Builder::max_pending) callbacks ([`Error::AtCapacity`](crate::Error::AtCapacity)).
     pub fn try_insert(&self, value: T, timeout: Duration) -> Result<Key, TryInsertError<T>> {
         self.try_insert_at(
             value,
@@ -634,11 +493,7 @@ impl<T> DelayQueue<T> {
     /// `waiting`.
     #[cold]
     fn aim_sleep(&self, shut: bool) -> Option<Expired<T>> {
-        let mut sleep = self
-            .queue
-            .sleep
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut sleep = self.queue.lock_sleep();
         // Bounded: a round ends `Pending` unless its sleep had fired, which a fresh
         // sleep (a far one, or at the fallback's new first deadline) seldom has.
         for _ in 0..3 {
@@ -694,11 +549,7 @@ impl<T> DelayQueue<T> {
                 return first;
             }
             // Its first deadline was removed or reset meanwhile: aim again.
-            sleep = self
-                .queue
-                .sleep
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            sleep = self.queue.lock_sleep();
         }
         drop(sleep);
         self.queue.wake_all.wake_by_ref();
@@ -713,157 +564,6 @@ impl<T> DelayQueue<T> {
     /// Cancel-safe: a value is taken only when this completes.
     pub async fn next_expired(&self) -> Option<Expired<T>> {
         std::future::poll_fn(|cx| self.poll_expired(cx)).await
-    }
-}
-
-/// The item `key` names in `pending`, if it is still there.
-fn slot<'a, T>(pending: &'a mut Slab<Item<T>>, key: &Key) -> Option<&'a mut Item<T>> {
-    pending
-        .get_mut(key.index)
-        .filter(|item| item.serial == key.serial)
-}
-
-impl<T> State<T> {
-    fn get(&self, key: &Key) -> Option<&Item<T>> {
-        self.pending
-            .get(key.index)
-            .filter(|item| item.serial == key.serial)
-    }
-
-    fn take(&mut self, key: &Key) -> Option<Item<T>> {
-        let item = self.get(key)?;
-        if let Timing::Fallback(deadline) = item.timing {
-            self.fallback.remove(&(deadline, key.serial, key.index));
-        }
-        Some(self.pending.remove(key.index))
-    }
-
-    /// Whether consumers get `None`: closed, and nothing left to take or to expire.
-    fn is_ended(&self) -> bool {
-        self.closed && self.pending.is_empty() && self.expired.is_empty()
-    }
-
-    /// The consumers to wake because a removal just ended the queue (they wait for a
-    /// value that will now never come, and must see the end).
-    fn if_ended(&mut self) -> Vec<Waker> {
-        if self.is_ended() {
-            std::mem::take(&mut self.waiting)
-        } else {
-            Vec::new()
-        }
-    }
-
-    /// Adds an expired value; returns the consumers to wake.
-    fn push_expired(&mut self, expired: Expired<T>) -> Vec<Waker> {
-        self.expired.push(Due(expired));
-        std::mem::take(&mut self.waiting)
-    }
-
-    /// What the queue's sleep must wait for while consumers wait: the fallback's
-    /// first deadline; else, while the wheel times values, the timer's shutdown or
-    /// loss; else nothing.
-    fn aim(&self, shut: bool) -> Option<Aim> {
-        if let Some(&(deadline, ..)) = self.fallback.first() {
-            Some(Aim::Due(deadline))
-        } else if !shut && !self.pending.is_empty() {
-            Some(Aim::Stop)
-        } else {
-            None
-        }
-    }
-
-    /// The consumers to wake because what the queue's sleep must wait for changed:
-    /// woken, one of them aims it again.
-    fn rearm(&mut self, shut: bool) -> Vec<Waker> {
-        if self.armed == self.aim(shut) {
-            Vec::new()
-        } else {
-            std::mem::take(&mut self.waiting)
-        }
-    }
-
-    /// The timer is shut down or lost: moves the values its wheel held to the
-    /// fallback, but for those whose callback has run or is about to (it takes them
-    /// out, or, returned unrun by `shutdown`, moves them when dropped). Returns their
-    /// callbacks' handles, to drop after the lock.
-    #[cold]
-    fn stop_wheel(&mut self) -> Vec<Scheduled> {
-        let mut stopped = Vec::new();
-        if self.pending.len() == self.fallback.len() {
-            return stopped;
-        }
-        for (index, item) in self.pending.iter_mut() {
-            let Timing::Wheel(timer) = &item.timing else {
-                continue;
-            };
-            if timer.is_expired() {
-                continue;
-            }
-            let deadline = timer.deadline();
-            self.fallback.insert((deadline, item.serial, index));
-            if let Timing::Wheel(timer) =
-                std::mem::replace(&mut item.timing, Timing::Fallback(deadline))
-            {
-                stopped.push(timer);
-            }
-        }
-        stopped
-    }
-
-    /// Moves the values of the fallback due `through` to the expired ones; returns the
-    /// consumers to wake, if it moved any.
-    fn expire_fallback(&mut self, through: Instant) -> Vec<Waker> {
-        let mut moved = false;
-        while let Some(&(deadline, serial, index)) = self.fallback.first() {
-            if deadline > through {
-                break;
-            }
-            self.fallback.pop_first();
-            let item = self.pending.remove(index);
-            debug_assert_eq!(item.serial, serial, "the fallback names pending values");
-            self.expired.push(Due(Expired {
-                value: item.value,
-                key: Key { index, serial },
-                deadline,
-            }));
-            moved = true;
-        }
-        if moved {
-            std::mem::take(&mut self.waiting)
-        } else {
-            Vec::new()
-        }
-    }
-}
-
-/// An expired value in the heap, ordered so that the earliest deadline (then the
-/// lowest serial: the first inserted) comes out first.
-struct Due<T>(Expired<T>);
-
-impl<T> Due<T> {
-    fn order(&self) -> (Instant, u64) {
-        (self.0.deadline, self.0.key.serial)
-    }
-}
-
-impl<T> PartialEq for Due<T> {
-    fn eq(&self, other: &Self) -> bool {
-        self.order() == other.order()
-    }
-}
-
-impl<T> Eq for Due<T> {}
-
-impl<T> PartialOrd for Due<T> {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl<T> Ord for Due<T> {
-    /// Reversed: `BinaryHeap` pops the greatest.
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        other.order().cmp(&self.order())
     }
 }
 
@@ -914,6 +614,12 @@ fn quietly<R>(f: impl FnOnce() -> R) -> R {
 }
 
 impl<T> Queue<T> {
+    /// Takes the lock of the queue's sleep: before `state`'s, never while holding it.
+    fn lock_sleep(&self) -> MutexGuard<'_, Option<(Aim, Sleep)>> {
+        // No user code runs under it but the queue's own waker's clone and drop.
+        self.sleep.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The callback of the value `key` names ran: moves the value to the expired list
     /// and wakes the consumers, unless it was removed (or the queue dropped) meanwhile.
     fn expire(queue: &Weak<Queue<T>>, key: Key) {
