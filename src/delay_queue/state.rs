@@ -137,7 +137,7 @@ impl<T> State<T> {
     /// The consumers to wake because what the queue's sleep must wait for changed:
     /// woken, one of them aims it again.
     pub(super) fn rearm(&mut self, shut: bool) -> Vec<Waker> {
-        if self.armed == self.aim(shut) {
+        if self.waiting.is_empty() || self.armed == self.aim(shut) {
             Vec::new()
         } else {
             std::mem::take(&mut self.waiting)
