@@ -11,6 +11,8 @@ use futures::StreamExt;
 use tokio::time::Instant;
 use tokio_wheel::{DelayQueue, Error, Expired, Timer};
 
+mod common;
+
 const TICK: Duration = Duration::from_millis(10);
 /// Lateness allowed: less than a tick plus Tokio's millisecond.
 const LATE: Duration = Duration::from_millis(11);
@@ -410,66 +412,181 @@ async fn values_are_dropped_with_the_last_handle() {
     assert_eq!(timer.pending(), 0, "timers left behind");
 }
 
+/// Takes the next value, asserting it comes out no earlier than `deadline` and less
+/// than a tick and a millisecond after it (paused clock).
+async fn take_at<T>(queue: &DelayQueue<T>, deadline: Instant) -> T {
+    let expired = tokio::time::timeout(Duration::from_secs(3600), queue.next_expired())
+        .await
+        .expect("never came out")
+        .expect("the queue ended");
+    let now = Instant::now();
+    assert!(now >= deadline, "{:?} early", deadline - now);
+    assert!(now < deadline + LATE, "{:?} late", now - deadline);
+    assert_eq!(expired.deadline(), deadline);
+    expired.into_inner()
+}
+
 /// Past the timer's `max_pending`: `try_insert` gives the value back with the error;
-/// `insert` expires it at once rather than losing it or panicking.
+/// `insert` keeps the value, timed by the queue's fallback: never early, less than a
+/// tick late, and `deadline`, `reset` and `remove` work on it.
 #[tokio::test(start_paused = true)]
-async fn at_capacity_try_insert_gives_the_value_back_and_insert_expires_it() {
+async fn at_capacity_try_insert_gives_the_value_back_and_insert_keeps_it_never_early() {
     let timer = Timer::builder().tick(TICK).max_pending(2).build().unwrap();
     let queue = DelayQueue::with_timer(&timer);
+    let start = Instant::now();
+    let secs = |s: u64| start + Duration::from_secs(s);
     queue.insert(1, Duration::from_secs(10));
     queue.try_insert(2, Duration::from_secs(10)).unwrap();
     let refused = queue.try_insert(3, Duration::from_secs(10)).unwrap_err();
     assert_eq!(refused.error(), &Error::AtCapacity { max: 2 });
     assert!(refused.to_string().contains("max_pending"), "{refused}");
     assert_eq!(refused.into_inner(), 3);
-    let start = Instant::now();
-    let key = queue.insert(4, Duration::from_secs(10));
-    assert_eq!(queue.len(), 3);
-    assert_eq!(queue.deadline(&key), None, "not pending");
-    let expired = queue.next_expired().await.unwrap();
-    assert_eq!(Instant::now(), start, "expired at once");
-    assert_eq!(expired.key(), key);
-    assert_eq!(expired.into_inner(), 4);
+    let four = queue.insert(4, Duration::from_secs(1));
+    let five = queue.insert(5, Duration::from_secs(2));
+    let six = queue.insert(6, Duration::from_millis(1500));
+    assert_eq!(timer.pending(), 2, "refused by the timer");
+    assert_eq!(queue.len(), 5);
+    assert_eq!(queue.deadline(&four), Some(secs(1)));
+    assert!(queue.reset(&five, Duration::from_secs(3)));
+    assert_eq!(queue.deadline(&five), Some(secs(3)));
+    assert_eq!(queue.remove(&six), Some(6));
+    assert_eq!(queue.remove(&six), None);
+    assert_eq!(take_at(&queue, secs(1)).await, 4);
+    assert_eq!(queue.deadline(&four), None);
+    assert!(!queue.reset(&four, Duration::from_secs(1)));
+    assert_eq!(take_at(&queue, secs(3)).await, 5);
+    assert_eq!(
+        take_at(&queue, secs(10)).await + take_at(&queue, secs(10)).await,
+        3
+    );
+    assert!(queue.is_empty());
+    assert_eq!(timer.pending(), 0);
 }
 
 /// After the timer's shutdown: `try_insert` gives the value back with
-/// `Error::Shutdown`; `insert` expires it at once. Values pending at shutdown come back
-/// among the `Unfired` callbacks: running or dropping one expires its value, waking a
-/// consumer that was waiting, so none waits for a deadline nothing times any more.
+/// `Error::Shutdown`; `insert` keeps the value, timed by the fallback (Tokio's clock
+/// here), never early, less than a tick late — also for a consumer that was waiting
+/// already.
 #[tokio::test(start_paused = true)]
-async fn after_shutdown_try_insert_gives_the_value_back_and_insert_expires_it() {
+async fn after_shutdown_try_insert_gives_the_value_back_and_insert_keeps_it_never_early() {
     let timer = timer();
     let queue = DelayQueue::with_timer(&timer);
-    queue.insert("run", Duration::from_secs(10));
-    queue.insert("dropped", Duration::from_secs(20));
-    let take = |queue: &DelayQueue<&'static str>| {
+    let waiting = {
         let queue = queue.clone();
         tokio::spawn(async move { queue.next_expired().await.map(Expired::into_inner) })
     };
-    let waiting = take(&queue);
     tokio::task::yield_now().await;
-    let mut unfired = timer.shutdown().await;
-    assert_eq!(unfired.len(), 2);
-    unfired.sort_by_key(|u| u.deadline());
+    assert!(timer.shutdown().await.is_empty());
     let refused = queue
         .try_insert("refused", Duration::from_secs(1))
         .unwrap_err();
     assert_eq!(refused.error(), &Error::Shutdown);
     assert_eq!(refused.into_inner(), "refused");
-    queue.insert("late", Duration::from_secs(1));
-    assert_eq!(waiting.await.unwrap(), Some("late"), "expired at once");
+    let start = Instant::now();
+    let late = queue.insert("late", Duration::from_secs(5));
+    queue.insert("later", Duration::from_secs(7));
+    assert_eq!(queue.deadline(&late), Some(start + Duration::from_secs(5)));
+    assert!(queue.reset(&late, Duration::from_secs(2)));
+    assert_eq!(waiting.await.unwrap(), Some("late"));
+    let now = Instant::now();
+    let deadline = start + Duration::from_secs(2);
+    assert!(
+        now >= deadline && now < deadline + LATE,
+        "{:?}",
+        now - start
+    );
+    assert_eq!(
+        take_at(&queue, start + Duration::from_secs(7)).await,
+        "later"
+    );
+    assert!(queue.is_empty());
+}
+
+/// Values pending at shutdown come back among the `Unfired` callbacks. Running one
+/// expires its value at once (the caller's choice); dropping one, or keeping it, leaves
+/// the value to come out at its deadline, never early, less than a tick late, waking
+/// the consumer that was waiting.
+#[tokio::test(start_paused = true)]
+async fn unfired_values_run_at_once_or_dropped_or_kept_come_out_never_early() {
+    let timer = timer();
+    let queue = DelayQueue::with_timer(&timer);
+    let start = Instant::now();
+    queue.insert("run", Duration::from_secs(10));
+    queue.insert("dropped", Duration::from_secs(20));
+    queue.insert("kept", Duration::from_secs(30));
+    let waiting = {
+        let queue = queue.clone();
+        tokio::spawn(async move { queue.next_expired().await.map(Expired::into_inner) })
+    };
+    tokio::task::yield_now().await;
+    let mut unfired = timer.shutdown().await;
+    unfired.sort_by_key(|u| u.deadline());
+    assert_eq!(unfired.len(), 3);
+    let kept = unfired.pop().unwrap();
     let dropped = unfired.pop().unwrap();
     unfired.pop().unwrap().run();
-    let run = tokio::time::timeout(Duration::from_secs(3600), queue.next_expired()).await;
-    assert_eq!(run.expect("not expired").unwrap().into_inner(), "run");
-    assert_eq!(queue.len(), 1, "the dropped one is still pending");
-    let waiting = take(&queue);
-    tokio::task::yield_now().await;
-    assert!(!waiting.is_finished());
+    assert_eq!(waiting.await.unwrap(), Some("run"));
+    assert_eq!(Instant::now(), start, "run: expired at once");
     drop(dropped);
-    let woken = tokio::time::timeout(Duration::from_secs(3600), waiting).await;
-    assert_eq!(woken.expect("not woken").unwrap(), Some("dropped"));
+    assert_eq!(
+        take_at(&queue, start + Duration::from_secs(20)).await,
+        "dropped"
+    );
+    assert_eq!(
+        take_at(&queue, start + Duration::from_secs(30)).await,
+        "kept"
+    );
+    drop(kept);
     assert!(queue.is_empty());
+}
+
+/// The driver's runtime dropped (no `shutdown()`) with values pending and a consumer
+/// waiting on another runtime: the values still come out, never early (real clock,
+/// tolerant upper bound), as does one inserted after the loss.
+#[test]
+fn values_pending_when_the_drivers_runtime_is_dropped_come_out_never_early() {
+    let (driver, timer) = common::timer_on_its_own_runtime();
+    let queue = DelayQueue::with_timer(&timer);
+    let (sender, received) = std::sync::mpsc::channel();
+    let consumer = {
+        let queue = queue.clone();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                while let Some(expired) = queue.next_expired().await {
+                    let at = std::time::Instant::now();
+                    sender.send((expired.into_inner(), at)).unwrap();
+                }
+            })
+        })
+    };
+    std::thread::sleep(Duration::from_millis(20));
+    let ms = Duration::from_millis;
+    let deadline = |key| queue.deadline(&key).unwrap().into_std();
+    let first = deadline(queue.insert(150, ms(150)));
+    let last = deadline(queue.insert(250, ms(250)));
+    std::thread::sleep(ms(30));
+    drop(driver);
+    assert!(timer.is_shutdown());
+    let take = |deadline: std::time::Instant| {
+        let (value, at) = received
+            .recv_timeout(Duration::from_secs(5))
+            .expect("a value never came out");
+        assert!(at >= deadline, "{value}: {:?} early", deadline - at);
+        assert!(at < deadline + ms(500), "{value}: {:?} late", at - deadline);
+        value
+    };
+    // Nothing touches the queue between the loss and this value's deadline.
+    let mut got = vec![take(first)];
+    let after = deadline(queue.insert(200, ms(50)));
+    got.push(take(after));
+    got.push(take(last));
+    assert_eq!(got, [150, 200, 250]);
+    queue.close();
+    consumer.join().unwrap();
 }
 
 /// A handle is `Send + Sync` for `T: Send`, `Clone` and `Debug` whatever `T` is.

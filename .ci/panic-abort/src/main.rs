@@ -8,12 +8,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_wheel::io::TimeoutStream;
 use tokio_wheel::{
-    Builder, Elapsed, Error, Executor, Instant, Interval, MissedTickBehavior, Scheduled, Sleep,
-    Stats, Timeout, Timer, Unfired,
+    Builder, DelayQueue, Elapsed, Error, Executor, Expired, Instant, Interval, Key, Lateness,
+    MissedTickBehavior, Scheduled, Sleep, Stats, Timeout, Timer, TryInsertError, Unfired,
 };
 
-const MS: Duration = Duration::from_millis(1);
+const MS: tokio_wheel::Duration = tokio_wheel::Duration::from_millis(1);
 
 fn main() {
     const { assert!(cfg!(panic = "abort"), "built without panic = \"abort\"") };
@@ -33,7 +35,11 @@ fn main() {
         default_timer().await;
         hyper_timer(&timer).await;
         tower_layer(&timer).await;
-        shutdown(timer).await;
+        delay_queue(&timer).await;
+        io_timeouts(&timer).await;
+        errors();
+        let queue = DelayQueue::with_timer(&timer);
+        shutdown(timer, &queue).await;
     });
     runtime_loss();
     println!("panic-abort: every entry point ran");
@@ -154,7 +160,10 @@ async fn callbacks(timer: &Timer) {
     let cancelled = timer
         .schedule(Duration::from_secs(60), || ())
         .expect("scheduled");
+    assert!(cancelled.reset(Duration::from_secs(120)));
+    assert!(cancelled.reset_at(Instant::now() + Duration::from_secs(90)));
     assert!(cancelled.cancel());
+    assert!(!cancelled.reset(MS) && !cancelled.reset_at(Instant::now()));
     let r = ran.clone();
     timer
         .schedule_detached(MS, move || {
@@ -173,7 +182,7 @@ fn panic_free() {}
 
 fn stats(timer: &Timer) {
     let stats: Stats = timer.stats();
-    let lateness = stats.lateness;
+    let lateness: Lateness = stats.lateness;
     assert_eq!(lateness.total(), stats.fired);
     let _ = (
         lateness.counts(),
@@ -194,7 +203,15 @@ async fn default_timer() {
         Ok(3)
     );
     tokio_wheel::interval(MS * 5).tick().await;
-    assert!(start.elapsed() >= MS * 15);
+    let mut at = tokio_wheel::interval_at(Instant::now() + MS * 5, MS * 5);
+    at.tick().await;
+    at.tick().await;
+    tokio_wheel::catch_up().await;
+    assert!(start.elapsed() >= MS * 25);
+    let queue = DelayQueue::default();
+    queue.insert(1u8, MS);
+    assert_eq!(queue.next_expired().await.map(Expired::into_inner), Some(1));
+    let _ = TimeoutStream::new(tokio::io::empty());
 }
 
 async fn hyper_timer(timer: &Timer) {
@@ -223,24 +240,147 @@ async fn tower_layer(timer: &Timer) {
     let _ = tokio_wheel::tower::Timeout::new(service.into_inner(), MS);
 }
 
-/// Shutdown: callbacks come back, futures are still never early, nothing spins.
-async fn shutdown(timer: Timer) {
+async fn delay_queue(timer: &Timer) {
+    let queue: DelayQueue<u32> = DelayQueue::with_timer(timer);
+    assert!(queue.is_empty() && !queue.is_closed());
+    let first: Key = queue.insert(1, MS * 10);
+    let second = queue.insert_at(2, Instant::now() + MS * 30);
+    let third = queue.try_insert(3, MS * 50).expect("inserted");
+    let _ = queue
+        .try_insert_at(4, Instant::now() + MS * 5)
+        .expect("inserted");
+    assert!(queue.reset(&second, MS * 20));
+    assert!(queue.reset_at(&third, Instant::now() + MS * 40));
+    assert!(queue.deadline(&first).is_some());
+    assert_eq!(queue.len(), 4);
+    let mut stream = queue.clone();
+    let mut expired: Expired<u32> = poll_fn(|cx| stream.poll_expired(cx)).await.expect("open");
+    *expired.get_mut() += 10;
+    assert_eq!(
+        (*expired.get_ref(), expired.deadline() <= Instant::now()),
+        (14, true)
+    );
+    let _ = (expired.key(), expired.into_inner());
+    let next = poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut stream), cx)).await;
+    assert_eq!(next.map(Expired::into_inner), Some(1));
+    assert_eq!(queue.remove(&second), Some(2));
+    assert_eq!(queue.remove(&second), None);
+    assert!(!queue.reset(&first, MS) && queue.deadline(&first).is_none());
+    queue.clear();
+    assert!(queue.is_empty());
+    queue.insert(5, MS);
+    queue.close();
+    assert_eq!(queue.next_expired().await.map(Expired::into_inner), Some(5));
+    assert!(queue.next_expired().await.is_none());
+    // At capacity: try_insert gives the value back; insert keeps it, never early.
+    let capped = Timer::builder().max_pending(1).build().expect("timer");
+    let queue = DelayQueue::with_timer(&capped);
+    queue.insert(1, MS * 20);
+    let refused = queue.try_insert(2, MS).unwrap_err();
+    assert_eq!(refused.error(), &Error::AtCapacity { max: 1 });
+    let _ = (
+        refused.to_string(),
+        format!("{refused:?}"),
+        refused.into_inner(),
+    );
+    let start = Instant::now();
+    queue.insert(3, MS * 10);
+    assert_eq!(queue.next_expired().await.map(Expired::into_inner), Some(3));
+    assert!(start.elapsed() >= MS * 10);
+    let _ = format!("{queue:?}");
+}
+
+async fn io_timeouts(timer: &Timer) {
+    let (client, mut server) = tokio::io::duplex(64);
+    let mut stream = TimeoutStream::with_timer(client, timer);
+    stream.set_read_timeout(Some(MS * 20));
+    stream.set_write_timeout(Some(MS * 20));
+    assert_eq!(stream.read_timeout(), Some(MS * 20));
+    assert_eq!(stream.write_timeout(), Some(MS * 20));
+    server.write_all(b"hi").await.expect("write");
+    let mut buf = [0; 2];
+    stream.read_exact(&mut buf).await.expect("read");
+    stream.write_all(b"ok").await.expect("write");
+    server.read_exact(&mut buf).await.expect("read");
+    let _ = stream.get_ref();
+    let _ = stream.get_mut();
+    let _ = format!("{stream:?}");
+    let start = Instant::now();
+    let err = stream.read(&mut buf).await.unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+    assert!(start.elapsed() >= MS * 20);
+    stream.set_read_timeout(None);
+    let _client = stream.into_inner();
+    let (client, _server) = tokio::io::duplex(64);
+    let mut pinned = std::pin::pin!(TimeoutStream::with_timer(client, timer));
+    pinned.as_mut().set_read_timeout_pinned(Some(MS));
+    pinned.as_mut().set_write_timeout_pinned(None);
+    let _ = pinned.as_mut().get_pin_mut();
+    io_read_times_out(timer, MS * 5).await;
+}
+
+/// A read from a silent peer through `timer` fails with `TimedOut`, never early.
+async fn io_read_times_out(timer: &Timer, after: Duration) {
+    let (client, _server) = tokio::io::duplex(64);
+    let mut stream = TimeoutStream::with_timer(client, timer);
+    stream.set_read_timeout(Some(after));
+    let start = Instant::now();
+    let err = stream.read(&mut [0; 4]).await.unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+    assert!(start.elapsed() >= after);
+}
+
+fn errors() {
+    let elapsed: tokio_wheel::error::Elapsed = Elapsed::new();
+    let error: tokio_wheel::error::Error = Error::AtCapacity { max: 1 };
+    let _ = (
+        elapsed.to_string(),
+        error.to_string(),
+        Error::Shutdown.to_string(),
+        format!("{elapsed:?} {error:?}"),
+        std::io::Error::from(elapsed),
+    );
+}
+
+/// Shutdown: callbacks come back, futures and queued values are still never early,
+/// nothing spins.
+async fn shutdown(timer: Timer, queue: &DelayQueue<&'static str>) {
     timer
         .schedule(Duration::from_secs(60), || ())
         .expect("scheduled")
         .detach();
+    queue.insert("run", Duration::from_secs(60));
+    queue.insert("dropped", MS * 20);
     let pending = tokio::spawn({
         let timer = timer.clone();
         async move { timer.sleep(MS * 30).await }
     });
     tokio::task::yield_now().await;
     let start = Instant::now();
-    let unfired: Vec<Unfired> = timer.shutdown().await;
-    assert_eq!(unfired.len(), 1);
+    let mut unfired: Vec<Unfired> = timer.shutdown().await;
+    assert_eq!(unfired.len(), 3);
+    unfired.sort_by_key(Unfired::deadline);
+    drop(unfired.remove(0)); // "dropped": still comes out at its deadline
     for unfired in unfired {
         let _ = unfired.deadline();
         unfired.run();
     }
+    assert_eq!(
+        queue.next_expired().await.map(Expired::into_inner),
+        Some("run")
+    );
+    let refused: TryInsertError<_> = queue.try_insert("refused", MS).unwrap_err();
+    assert_eq!(refused.error(), &Error::Shutdown);
+    queue.insert("late", MS * 30);
+    let mut order = Vec::new();
+    for _ in 0..2 {
+        let expired = queue.next_expired().await.expect("open");
+        assert!(Instant::now() >= expired.deadline(), "early after shutdown");
+        order.push(expired.into_inner());
+    }
+    assert_eq!(order, ["dropped", "late"]);
+    assert!(start.elapsed() >= MS * 20);
+    io_read_times_out(&timer, MS * 10).await;
     assert!(timer.is_shutdown());
     assert_eq!(timer.schedule(MS, || ()).unwrap_err(), Error::Shutdown);
     pending.await.expect("sleep");
@@ -273,10 +413,35 @@ fn runtime_loss() {
         .schedule(Duration::from_secs(60), || ())
         .expect("scheduled");
     let waiter = std::thread::spawn(move || caller.block_on(sleep));
+    // A queue with values pending and a consumer waiting on another runtime.
+    let queue = DelayQueue::with_timer(&timer);
+    let consumer = std::thread::spawn({
+        let queue = queue.clone();
+        move || {
+            let value = block_on(queue.next_expired()).map(Expired::into_inner);
+            (value, std::time::Instant::now())
+        }
+    });
+    let queued = queue.insert(7u8, MS * 60);
+    let due = queue.deadline(&queued).expect("pending").into_std();
     std::thread::sleep(MS * 20);
     drop(driver);
     waiter.join().expect("sleep");
     assert!(timer.is_shutdown());
+    let (value, at) = consumer.join().expect("consumer");
+    assert_eq!(value, Some(7));
+    assert!(at >= due, "early after the runtime's loss");
+    queue.insert(8, MS * 10);
+    assert!(queue.reset(&queue.insert(9, MS * 5), MS * 15));
+    assert_eq!(
+        block_on(queue.next_expired()).map(Expired::into_inner),
+        Some(8)
+    );
+    assert_eq!(
+        block_on(queue.next_expired()).map(Expired::into_inner),
+        Some(9)
+    );
+    block_on(io_read_times_out(&timer, MS * 10));
     let start = std::time::Instant::now();
     block_on(timer.sleep(MS * 20));
     assert!(start.elapsed() >= MS * 20);

@@ -39,25 +39,41 @@
 //! the slab to the expired list (under the queue's lock, so exactly once) and wakes the
 //! consumers waiting.
 //!
+//! A value the wheel cannot time (see [`DelayQueue`]'s `# Shutdown`) moves to a
+//! small fallback set ordered by deadline, in the same slab; consumers that find
+//! nothing expired poll the queue's one [`Sleep`] for its first deadline, with a
+//! waker that wakes them all. While only the wheel times values, that sleep waits at
+//! a far deadline, for the timer to drain it at shutdown or loss. Consumers poll it
+//! only when what it waits for changed (`State::armed`), so a consumer that waits
+//! again costs nothing more than before.
+//!
 //! A [`Key`] is the value's slab index and a serial number the queue never hands out
 //! twice (64 bits: it does not wrap), so a key whose value was removed, expired or
 //! cleared names nothing, however often its slot has been reused since.
 
 use std::cell::Cell;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeSet, BinaryHeap};
 use std::fmt;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, PoisonError, Weak};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use futures_core::Stream;
 use slab::Slab;
 use tokio::time::Instant;
 
+mod expired;
+mod state;
+
+pub use expired::{Expired, Key, TryInsertError};
+
+use self::expired::Due;
+use self::state::{lock, slot, Aim, Item, State, Timing};
 use crate::clock::deadline_after;
 use crate::sync::{Mutex, MutexGuard};
-use crate::{Error, Scheduled, Timer};
+use crate::{Sleep, Timer};
 
 /// A queue of values that come out, through [`poll_expired`](DelayQueue::poll_expired)
 /// or the [`Stream`] impl, once their deadlines pass: in deadline order, never early,
@@ -71,8 +87,9 @@ use crate::{Error, Scheduled, Timer};
 /// value going to exactly one of them. Insert, remove and reset are O(1).
 ///
 /// * **Empty is not finished.** A consumer of an empty queue waits (`Pending`), and
-///   gets a value inserted later by any task when it expires (the expiry wakes it; an
-///   insert does not, as there is nothing to take yet). It gets `None` only once the
+///   gets a value inserted later by any task when it expires (the expiry wakes it; the
+///   first insert into a queue with no value pending wakes it once too, to arm the
+///   queue's sleep: see `# Shutdown`). It gets `None` only once the
 ///   queue is [`close`](DelayQueue::close)d and nothing is left in it, pending or
 ///   expired; a `remove` or `clear` that leaves a closed queue so wakes its consumers.
 /// * **Stale keys are inert.** [`remove`](DelayQueue::remove),
@@ -92,19 +109,30 @@ use crate::{Error, Scheduled, Timer};
 ///
 /// # Errors
 ///
-/// A value needs one pending callback on the timer. Where the timer refuses one (shut
-/// down, or at [`Builder::max_pending`](crate::Builder::max_pending)),
+/// A value normally takes one pending callback on the timer. Where the timer refuses
+/// one (shut down, or at [`Builder::max_pending`](crate::Builder::max_pending)),
 /// [`try_insert`](DelayQueue::try_insert) returns the value in a [`TryInsertError`];
-/// [`insert`](DelayQueue::insert) never loses it and never panics, but expires it at
-/// once (see there).
+/// [`insert`](DelayQueue::insert) keeps it: the queue times it itself, never early
+/// and never lost, and never panics (see `# Shutdown`). Such values cost
+/// O(log n) to insert, remove and reset, and are timed on the timer's tick only while
+/// the timer runs.
 ///
 /// # Shutdown
 ///
-/// [`Timer::shutdown`] returns the callbacks of the values still pending among its
-/// [`Unfired`](crate::Unfired): running or dropping one expires its value at once
-/// (early), so that consumers are not left waiting for a deadline nothing times any
-/// more. (If the timer's runtime shuts down without `shutdown`, the values stay pending
-/// until `shutdown` is called, or they are removed or cleared.)
+/// Never early holds here too. A value the wheel can no longer time — refused by the
+/// timer, still pending when the timer is [shut down](Timer::shutdown) or its
+/// driver's runtime is dropped, or whose callback, returned unrun by
+/// [`Timer::shutdown`] as an [`Unfired`](crate::Unfired), is dropped — moves to the
+/// queue's fallback: a set by deadline, whose first deadline one [`Sleep`] of the
+/// timer waits for while a consumer waits, timed as every `Sleep` of a stopped timer
+/// is (on the polling task's runtime if it is the driver's, otherwise on the real
+/// clock). It comes out no earlier than its deadline, and `remove`, `reset` and
+/// `deadline` keep working on it. Running such an `Unfired` is asking for the value
+/// now: it expires at once.
+///
+/// While values are pending and a consumer waits, the queue keeps that `Sleep`
+/// registered at a far deadline (one entry per queue, counted by
+/// [`Timer::pending`]), so that the timer's shutdown or loss wakes its consumers.
 ///
 /// # Examples
 ///
@@ -151,119 +179,13 @@ pub struct DelayQueue<T> {
 struct Queue<T> {
     timer: Timer,
     state: Mutex<State<T>>,
-}
-
-struct State<T> {
-    /// Values whose deadlines have not passed, each with its callback's handle.
-    pending: Slab<Item<T>>,
-    /// The serial of the next value inserted: never reused, so stale keys stay inert.
-    next_serial: u64,
-    /// Values whose deadlines passed, earliest deadline first (then first inserted),
-    /// waiting for a consumer. A heap, not a list: callbacks of different shards, or
-    /// a value reset into the past, expire out of deadline order, and a sorted insert
-    /// into a long backlog would scan it under the lock.
-    expired: BinaryHeap<Due<T>>,
-    /// Consumers waiting for a value (or for the close), one waker per task.
-    waiting: Vec<Waker>,
-    closed: bool,
-}
-
-struct Item<T> {
-    value: T,
-    serial: u64,
-    /// Cancels the value's callback when dropped (always after the queue's lock).
-    timer: Scheduled,
-}
-
-/// Names a value in the [`DelayQueue`] that returned it; inert once the value has
-/// expired, been removed or been cleared.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub struct Key {
-    index: usize,
-    serial: u64,
-}
-
-/// A value whose deadline passed, taken from a [`DelayQueue`].
-#[derive(Debug)]
-pub struct Expired<T> {
-    value: T,
-    key: Key,
-    deadline: Instant,
-}
-
-impl<T> Expired<T> {
-    /// The value.
-    pub fn get_ref(&self) -> &T {
-        &self.value
-    }
-
-    /// The value, mutably.
-    pub fn get_mut(&mut self) -> &mut T {
-        &mut self.value
-    }
-
-    /// The value, taken out.
-    pub fn into_inner(self) -> T {
-        self.value
-    }
-
-    /// The key the value was inserted under (it names nothing in the queue any more).
-    pub fn key(&self) -> Key {
-        self.key
-    }
-
-    /// The deadline the value expired at (the last one a reset set).
-    pub fn deadline(&self) -> Instant {
-        self.deadline
-    }
-}
-
-/// A value [`DelayQueue::try_insert`] could not insert, given back with the reason.
-pub struct TryInsertError<T> {
-    error: Error,
-    value: T,
-}
-
-impl<T> TryInsertError<T> {
-    /// Why the timer refused it: [`Error::Shutdown`], [`Error::AtCapacity`] or
-    /// [`Error::OutOfRange`].
-    pub fn error(&self) -> &Error {
-        &self.error
-    }
-
-    /// The value, given back.
-    pub fn into_inner(self) -> T {
-        self.value
-    }
-}
-
-impl<T> fmt::Debug for TryInsertError<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TryInsertError")
-            .field("error", &self.error)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<T> fmt::Display for TryInsertError<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the delay queue's timer refused the value: {}",
-            self.error
-        )
-    }
-}
-
-impl<T> std::error::Error for TryInsertError<T> {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
-    }
-}
-
-fn lock<T>(state: &Mutex<State<T>>) -> MutexGuard<'_, State<T>> {
-    // No user code runs under the lock but `Waker::clone`, before any change.
-    state.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The queue's one [`Sleep`] (see [`Aim`]). Taken before `state` when both are
+    /// held, never while `state` is: `wake_all`, which takes `state`, may be woken
+    /// from inside the sleep.
+    sleep: Mutex<Option<(Aim, Sleep)>>,
+    /// The waker `sleep` is polled with: it wakes every consumer waiting, so that no
+    /// wakeup is lost with the consumer that last polled it.
+    wake_all: Waker,
 }
 
 impl<T: Send + 'static> DelayQueue<T> {
@@ -281,15 +203,21 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// A queue whose deadlines `timer` keeps (and whose tick bounds their lateness).
     pub fn with_timer(timer: &Timer) -> Self {
         DelayQueue {
-            queue: Arc::new(Queue {
+            queue: Arc::new_cyclic(|queue| Queue {
                 timer: timer.clone(),
                 state: Mutex::new(State {
                     pending: Slab::new(),
+                    fallback: BTreeSet::new(),
                     next_serial: 0,
                     expired: BinaryHeap::new(),
                     waiting: Vec::new(),
+                    armed: None,
                     closed: false,
                 }),
+                sleep: Mutex::new(None),
+                wake_all: Waker::from(Arc::new(WakeAll {
+                    queue: queue.clone(),
+                })),
             }),
         }
     }
@@ -297,9 +225,10 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// Inserts `value`, to expire `timeout` from now. O(1).
     ///
     /// If the timer refuses it (shut down, or at its
-    /// [`max_pending`](crate::Builder::max_pending)), the value expires at once, with
-    /// this deadline, rather than being lost or panicking: consumers get it next. Use
-    /// [`try_insert`](DelayQueue::try_insert) to be told instead.
+    /// [`max_pending`](crate::Builder::max_pending)), the value is kept all the same,
+    /// and still expires no earlier than its deadline: the queue times it itself, as
+    /// the timer times its sleeps after a shutdown (see [`DelayQueue`]'s `# Errors`).
+    /// Use [`try_insert`](DelayQueue::try_insert) to be told instead.
     pub fn insert(&self, value: T, timeout: Duration) -> Key {
         self.insert_at(
             value,
@@ -312,7 +241,7 @@ impl<T: Send + 'static> DelayQueue<T> {
     pub fn insert_at(&self, value: T, when: Instant) -> Key {
         match self.try_insert_at(value, when) {
             Ok(key) => key,
-            Err(refused) => self.expire_now(refused.value, when),
+            Err(refused) => self.insert_fallback(refused.value, when),
         }
     }
 
@@ -321,8 +250,8 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// # Errors
     ///
     /// [`TryInsertError`], holding the value, if the timer is shut down
-    /// ([`Error::Shutdown`]) or already holds its
-    /// [`max_pending`](crate::Builder::max_pending) callbacks ([`Error::AtCapacity`]).
+    /// ([`Error::Shutdown`](crate::Error::Shutdown)) or already holds its
+    /// [`max_pending`](crate::Builder::max_pending) callbacks ([`Error::AtCapacity`](crate::Error::AtCapacity)).
     pub fn try_insert(&self, value: T, timeout: Duration) -> Result<Key, TryInsertError<T>> {
         self.try_insert_at(
             value,
@@ -355,33 +284,46 @@ impl<T: Send + 'static> DelayQueue<T> {
         // the value in its slot. It never runs on this stack (a past deadline runs on
         // the driver's next step), and the closure, dropped unrun on an error, is
         // dropped quietly: it would take the lock held here.
-        match quietly(|| self.queue.timer.schedule_at(when, move || drop(expiry))) {
+        match quietly(|| self.queue.timer.schedule_at(when, move || expiry.expire())) {
             Ok(timer) => {
                 slot.insert(Item {
                     value,
                     serial: key.serial,
-                    timer,
+                    timing: Timing::Wheel(timer),
                 });
                 *next_serial += 1;
+                // Consumers waiting with no sleep armed must arm one, to learn of
+                // the timer's loss: woken here, once, when the first value comes.
+                let waiting = if state.armed.is_none() {
+                    std::mem::take(&mut state.waiting)
+                } else {
+                    Vec::new()
+                };
+                drop(state);
+                waiting.into_iter().for_each(Waker::wake);
                 Ok(key)
             }
             Err(error) => Err(TryInsertError { error, value }),
         }
     }
 
-    /// Puts a value the timer refused straight on the expired list.
-    fn expire_now(&self, value: T, when: Instant) -> Key {
+    /// Inserts a value the timer refused into the fallback.
+    #[cold]
+    fn insert_fallback(&self, value: T, when: Instant) -> Key {
+        let shut = self.queue.timer.is_shutdown();
         let mut state = lock(&self.queue.state);
         let key = Key {
-            index: usize::MAX,
+            index: state.pending.vacant_key(),
             serial: state.next_serial,
         };
         state.next_serial += 1;
-        let waiting = state.push_expired(Expired {
+        state.pending.insert(Item {
             value,
-            key,
-            deadline: when,
+            serial: key.serial,
+            timing: Timing::Fallback(when),
         });
+        state.fallback.insert((when, key.serial, key.index));
+        let waiting = state.rearm(shut);
         drop(state);
         waiting.into_iter().for_each(Waker::wake);
         key
@@ -400,15 +342,19 @@ impl<T> DelayQueue<T> {
     /// cancelled. O(1). `None` if it expired (it is then a consumer's), was removed or
     /// was cleared.
     pub fn remove(&self, key: &Key) -> Option<T> {
+        let shut = self.queue.timer.is_shutdown();
         let mut state = lock(&self.queue.state);
         let item = state.take(key)?;
-        let ended = state.if_ended();
+        let mut wake = state.if_ended();
+        if wake.is_empty() {
+            wake = state.rearm(shut);
+        }
         drop(state);
         // The cancel after the lock: if the callback is running already, it waits for
         // the queue's lock and then finds the slot empty.
-        let Item { value, timer, .. } = item;
-        quietly(|| drop(timer));
-        ended.into_iter().for_each(Waker::wake);
+        let Item { value, timing, .. } = item;
+        quietly(|| drop(timing));
+        wake.into_iter().for_each(Waker::wake);
         Some(value)
     }
 
@@ -426,18 +372,42 @@ impl<T> DelayQueue<T> {
     /// [`reset`](DelayQueue::reset). A `when` already past expires it on the timer's
     /// next tick.
     pub fn reset_at(&self, key: &Key, when: Instant) -> bool {
-        let state = lock(&self.queue.state);
-        // Under the queue's lock, so that a `remove` cannot drop the handle meanwhile;
-        // `false` means the callback is taking the value out (or is waiting for this
-        // lock to).
-        state.get(key).is_some_and(|item| item.timer.reset_at(when))
+        let mut state = lock(&self.queue.state);
+        let State {
+            pending, fallback, ..
+        } = &mut *state;
+        let Some(item) = slot(pending, key) else {
+            return false;
+        };
+        let stopped = match &item.timing {
+            // Under the queue's lock, so that a `remove` cannot drop the handle
+            // meanwhile.
+            Timing::Wheel(timer) if timer.reset_at(when) => return true,
+            // Not moved: the callback is taking the value out (or is waiting for this
+            // lock to), or the timer's shutdown or loss took it from the wheel.
+            Timing::Wheel(timer) if !self.queue.timer.is_shutdown() || timer.is_expired() => {
+                return false;
+            }
+            Timing::Wheel(_) => Some(std::mem::replace(&mut item.timing, Timing::Fallback(when))),
+            Timing::Fallback(deadline) => {
+                fallback.remove(&(*deadline, key.serial, key.index));
+                item.timing = Timing::Fallback(when);
+                None
+            }
+        };
+        fallback.insert((when, key.serial, key.index));
+        let wake = state.rearm(self.queue.timer.is_shutdown());
+        drop(state);
+        quietly(|| drop(stopped));
+        wake.into_iter().for_each(Waker::wake);
+        true
     }
 
     /// The deadline of the value `key` names, if it is still pending.
     pub fn deadline(&self, key: &Key) -> Option<Instant> {
         lock(&self.queue.state)
             .get(key)
-            .map(|item| item.timer.deadline())
+            .map(|item| item.timing.deadline())
     }
 
     /// How many values the queue holds: pending, or expired and not yet taken.
@@ -457,11 +427,15 @@ impl<T> DelayQueue<T> {
         let mut state = lock(&self.queue.state);
         let pending = std::mem::take(&mut state.pending);
         let expired = std::mem::take(&mut state.expired);
-        let ended = state.if_ended();
+        state.fallback.clear();
+        let mut wake = state.if_ended();
+        if wake.is_empty() {
+            wake = state.rearm(false);
+        }
         drop(state);
         // Values dropped and timers cancelled after the lock.
         quietly(|| drop((pending, expired)));
-        ended.into_iter().for_each(Waker::wake);
+        wake.into_iter().for_each(Waker::wake);
     }
 
     /// Closes the queue: consumers get `None` once nothing is left in it (after taking
@@ -484,8 +458,15 @@ impl<T> DelayQueue<T> {
     /// task when a value expires or the queue closes) if there is none yet, and
     /// `Ready(None)` once the queue is closed and empty.
     pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        let shut = self.queue.timer.is_shutdown();
         let mut state = lock(&self.queue.state);
         if let Some(Due(expired)) = state.expired.pop() {
+            // The last value taken: the sleep, if armed, has nothing to wait for.
+            let idle = state.armed.is_some() && state.aim(shut).is_none();
+            drop(state);
+            if idle {
+                self.aim_sleep(shut);
+            }
             return Poll::Ready(Some(expired));
         }
         if state.is_ended() {
@@ -495,7 +476,86 @@ impl<T> DelayQueue<T> {
         if !state.waiting.iter().any(|w| w.will_wake(waker)) {
             state.waiting.push(waker.clone());
         }
-        Poll::Pending
+        let stopped = if shut { state.stop_wheel() } else { Vec::new() };
+        let aimed = state.armed == state.aim(shut);
+        drop(state);
+        quietly(|| drop(stopped));
+        if aimed {
+            return Poll::Pending;
+        }
+        match self.aim_sleep(shut) {
+            Some(expired) => Poll::Ready(Some(expired)),
+            None => Poll::Pending,
+        }
+    }
+
+    /// Aims the queue's sleep where [`State::aim`] says, and polls it with
+    /// `wake_all`; or drops it, if nothing is to be waited for. Returns a value the
+    /// fallback expired if the sleep had fired. The consumer polling is among
+    /// `waiting`.
+    #[cold]
+    fn aim_sleep(&self, shut: bool) -> Option<Expired<T>> {
+        let mut sleep = self.queue.lock_sleep();
+        // Bounded: a round ends `Pending` unless its sleep had fired, which a fresh
+        // sleep (a far one, or at the fallback's new first deadline) seldom has.
+        for _ in 0..3 {
+            let mut state = lock(&self.queue.state);
+            let aim = state.aim(shut);
+            let aimed = state.armed == aim;
+            state.armed = aim;
+            drop(state);
+            let Some(aim) = aim else {
+                let idle = sleep.take();
+                drop(sleep);
+                drop(idle);
+                return None;
+            };
+            if aimed && sleep.is_some() {
+                return None;
+            }
+            if sleep.as_ref().is_none_or(|(at, _)| *at != aim) {
+                let timer = &self.queue.timer;
+                let fresh = match aim {
+                    Aim::Stop => timer.sleep(Duration::MAX),
+                    Aim::Due(deadline) => timer.sleep_until(deadline),
+                };
+                *sleep = Some((aim, fresh));
+            }
+            let (_, current) = sleep.as_mut().expect("aimed above");
+            let mut cx = Context::from_waker(&self.queue.wake_all);
+            if Pin::new(current).poll(&mut cx).is_pending() {
+                if !shut && self.queue.timer.is_shutdown() {
+                    // Shut down before the sleep registered: no drain woke it, and the
+                    // wheel's values must move to the fallback.
+                    self.queue.wake_all.wake_by_ref();
+                }
+                return None;
+            }
+            let mut state = lock(&self.queue.state);
+            if state.armed == Some(aim) {
+                state.armed = None;
+            }
+            let Aim::Due(through) = aim else {
+                // Its far deadline reached (a paused clock jumped there): a fresh one.
+                drop(state);
+                let fired = sleep.take();
+                drop(fired);
+                continue;
+            };
+            let wake = state.expire_fallback(through);
+            let first = state.expired.pop().map(|Due(expired)| expired);
+            drop(state);
+            drop(sleep);
+            wake.into_iter().for_each(Waker::wake);
+            if first.is_some() {
+                return first;
+            }
+            // Its first deadline was removed or reset meanwhile: aim again.
+            sleep = self.queue.lock_sleep();
+        }
+        drop(sleep);
+        self.queue.wake_all.wake_by_ref();
+        None
     }
 
     /// Waits for the next expired value; `None` once the queue is closed and empty. See
@@ -509,85 +569,31 @@ impl<T> DelayQueue<T> {
     }
 }
 
-impl<T> State<T> {
-    fn get(&self, key: &Key) -> Option<&Item<T>> {
-        self.pending
-            .get(key.index)
-            .filter(|item| item.serial == key.serial)
-    }
-
-    fn take(&mut self, key: &Key) -> Option<Item<T>> {
-        self.get(key)?;
-        Some(self.pending.remove(key.index))
-    }
-
-    /// Whether consumers get `None`: closed, and nothing left to take or to expire.
-    fn is_ended(&self) -> bool {
-        self.closed && self.pending.is_empty() && self.expired.is_empty()
-    }
-
-    /// The consumers to wake because a removal just ended the queue (they wait for a
-    /// value that will now never come, and must see the end).
-    fn if_ended(&mut self) -> Vec<Waker> {
-        if self.is_ended() {
-            std::mem::take(&mut self.waiting)
-        } else {
-            Vec::new()
-        }
-    }
-
-    /// Adds an expired value; returns the consumers to wake.
-    fn push_expired(&mut self, expired: Expired<T>) -> Vec<Waker> {
-        self.expired.push(Due(expired));
-        std::mem::take(&mut self.waiting)
-    }
-}
-
-/// An expired value in the heap, ordered so that the earliest deadline (then the
-/// lowest serial: the first inserted) comes out first.
-struct Due<T>(Expired<T>);
-
-impl<T> Due<T> {
-    fn order(&self) -> (Instant, u64) {
-        (self.0.deadline, self.0.key.serial)
-    }
-}
-
-impl<T> PartialEq for Due<T> {
-    fn eq(&self, other: &Self) -> bool {
-        self.order() == other.order()
-    }
-}
-
-impl<T> Eq for Due<T> {}
-
-impl<T> PartialOrd for Due<T> {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl<T> Ord for Due<T> {
-    /// Reversed: `BinaryHeap` pops the greatest.
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        other.order().cmp(&self.order())
-    }
-}
-
-/// A value's callback: expires the value when it runs, and also when it is dropped
-/// unrun, as the [`Unfired`](crate::Unfired) callbacks [`Timer::shutdown`] returns may
-/// be, so that no value is stranded in a queue that nothing times any more. The queue's
-/// own drops of it (a remove, a clear, a refused insert) are quiet: the value is gone
-/// or was never in, and the check would take the queue's lock.
+/// A value's callback: expires the value when it runs, the wheel having reached its
+/// deadline, or the user running the [`Unfired`](crate::Unfired) that
+/// [`Timer::shutdown`] returned it as ("expire it now"). Dropped unrun (such an
+/// `Unfired` dropped), it moves the value to the queue's fallback, which still times
+/// it, so that the value is neither stranded nor early. The queue's own drops of it (a
+/// remove, a clear, a refused insert) are quiet: the value is gone or was never in,
+/// and the check would take the queue's lock.
 struct Expiry<T> {
+    /// Empty once the callback has run.
     queue: Weak<Queue<T>>,
     key: Key,
+}
+
+impl<T> Expiry<T> {
+    /// The callback's body.
+    fn expire(mut self) {
+        let queue = std::mem::take(&mut self.queue);
+        Queue::expire(&queue, self.key);
+    }
 }
 
 impl<T> Drop for Expiry<T> {
     fn drop(&mut self) {
         if !QUIET.with(Cell::get) {
-            Queue::expire(&self.queue, self.key);
+            Queue::unfired(&self.queue, self.key);
         }
     }
 }
@@ -610,8 +616,14 @@ fn quietly<R>(f: impl FnOnce() -> R) -> R {
 }
 
 impl<T> Queue<T> {
-    /// The callback of the value `key` names: moves it to the expired list and wakes
-    /// the consumers, unless it was removed (or the queue dropped) meanwhile.
+    /// Takes the lock of the queue's sleep: before `state`'s, never while holding it.
+    fn lock_sleep(&self) -> MutexGuard<'_, Option<(Aim, Sleep)>> {
+        // No user code runs under it but the queue's own waker's clone and drop.
+        self.sleep.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The callback of the value `key` names ran: moves the value to the expired list
+    /// and wakes the consumers, unless it was removed (or the queue dropped) meanwhile.
     fn expire(queue: &Weak<Queue<T>>, key: Key) {
         let Some(queue) = queue.upgrade() else {
             return;
@@ -620,15 +632,68 @@ impl<T> Queue<T> {
         let Some(item) = state.take(&key) else {
             return;
         };
-        let Item { value, timer, .. } = item;
+        let Item { value, timing, .. } = item;
         let waiting = state.push_expired(Expired {
             value,
             key,
-            deadline: timer.deadline(),
+            deadline: timing.deadline(),
         });
         drop(state);
-        // Its callback is this one, running: nothing to cancel.
-        timer.drop_from_callback();
+        if let Timing::Wheel(timer) = timing {
+            // Its callback is this one, running: nothing to cancel.
+            timer.drop_from_callback();
+        }
+        waiting.into_iter().for_each(Waker::wake);
+    }
+
+    /// The callback of the value `key` names was dropped unrun: the fallback times the
+    /// value from now on.
+    #[cold]
+    fn unfired(queue: &Weak<Queue<T>>, key: Key) {
+        let Some(queue) = queue.upgrade() else {
+            return;
+        };
+        let shut = queue.timer.is_shutdown();
+        let mut state = lock(&queue.state);
+        let State {
+            pending, fallback, ..
+        } = &mut *state;
+        let Some(item) = slot(pending, &key) else {
+            return;
+        };
+        let Timing::Wheel(timer) = &item.timing else {
+            return;
+        };
+        let deadline = timer.deadline();
+        let stopped = std::mem::replace(&mut item.timing, Timing::Fallback(deadline));
+        fallback.insert((deadline, key.serial, key.index));
+        let waiting = state.rearm(shut);
+        drop(state);
+        quietly(|| drop(stopped));
+        waiting.into_iter().for_each(Waker::wake);
+    }
+}
+
+/// The waker of the queue's sleep: the sleep woke (it fired, or its timer drained it
+/// at shutdown or loss), so it is no longer armed, and every consumer waiting polls
+/// again (one aims it anew).
+struct WakeAll<T> {
+    queue: Weak<Queue<T>>,
+}
+
+impl<T: Send + 'static> Wake for WakeAll<T> {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let Some(queue) = self.queue.upgrade() else {
+            return;
+        };
+        let mut state = lock(&queue.state);
+        state.armed = None;
+        let waiting = std::mem::take(&mut state.waiting);
+        drop(state);
         waiting.into_iter().for_each(Waker::wake);
     }
 }
@@ -656,6 +721,7 @@ impl<T> fmt::Debug for DelayQueue<T> {
         let state = lock(&self.queue.state);
         f.debug_struct("DelayQueue")
             .field("pending", &state.pending.len())
+            .field("fallback", &state.fallback.len())
             .field("expired", &state.expired.len())
             .field("waiting", &state.waiting.len())
             .field("closed", &state.closed)

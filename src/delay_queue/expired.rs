@@ -1,0 +1,126 @@
+//! The values a [`DelayQueue`](crate::DelayQueue) hands out: [`Key`]s naming pending
+//! values, [`Expired`] values, the [`TryInsertError`] of a refused insert, and the
+//! heap order of expired values waiting for a consumer.
+
+use std::fmt;
+
+use tokio::time::Instant;
+
+use crate::Error;
+
+/// Names a value in the [`DelayQueue`](crate::DelayQueue) that returned it; inert once the value has
+/// expired, been removed or been cleared.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct Key {
+    pub(super) index: usize,
+    pub(super) serial: u64,
+}
+
+/// A value whose deadline passed, taken from a [`DelayQueue`](crate::DelayQueue).
+#[derive(Debug)]
+pub struct Expired<T> {
+    pub(super) value: T,
+    pub(super) key: Key,
+    pub(super) deadline: Instant,
+}
+
+impl<T> Expired<T> {
+    /// The value.
+    pub fn get_ref(&self) -> &T {
+        &self.value
+    }
+
+    /// The value, mutably.
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.value
+    }
+
+    /// The value, taken out.
+    pub fn into_inner(self) -> T {
+        self.value
+    }
+
+    /// The key the value was inserted under (it names nothing in the queue any more).
+    pub fn key(&self) -> Key {
+        self.key
+    }
+
+    /// The deadline the value expired at (the last one a reset set).
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+}
+
+/// A value [`DelayQueue::try_insert`](crate::DelayQueue::try_insert) could not insert, given back with the reason.
+pub struct TryInsertError<T> {
+    pub(super) error: Error,
+    pub(super) value: T,
+}
+
+impl<T> TryInsertError<T> {
+    /// Why the timer refused it: [`Error::Shutdown`], [`Error::AtCapacity`] or
+    /// [`Error::OutOfRange`].
+    pub fn error(&self) -> &Error {
+        &self.error
+    }
+
+    /// The value, given back.
+    pub fn into_inner(self) -> T {
+        self.value
+    }
+}
+
+impl<T> fmt::Debug for TryInsertError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TryInsertError")
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> fmt::Display for TryInsertError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the delay queue's timer refused the value: {}",
+            self.error
+        )
+    }
+}
+
+impl<T> std::error::Error for TryInsertError<T> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+/// An expired value in the heap, ordered so that the earliest deadline (then the
+/// lowest serial: the first inserted) comes out first.
+pub(super) struct Due<T>(pub(super) Expired<T>);
+
+impl<T> Due<T> {
+    fn order(&self) -> (Instant, u64) {
+        (self.0.deadline, self.0.key.serial)
+    }
+}
+
+impl<T> PartialEq for Due<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.order() == other.order()
+    }
+}
+
+impl<T> Eq for Due<T> {}
+
+impl<T> PartialOrd for Due<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<T> Ord for Due<T> {
+    /// Reversed: `BinaryHeap` pops the greatest.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.order().cmp(&self.order())
+    }
+}
