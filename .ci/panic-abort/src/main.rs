@@ -340,6 +340,7 @@ fn errors() {
         format!("{elapsed:?} {error:?}"),
         std::io::Error::from(elapsed),
     );
+    assert!(error.is_at_capacity() && !error.is_shutdown() && !error.is_invalid());
 }
 
 /// Shutdown: callbacks come back, futures and queued values are still never early,
