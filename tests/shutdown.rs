@@ -238,3 +238,48 @@ fn after_the_runtimes_loss_a_paused_caller_waits_on_the_real_clock() {
     on_time(real_now(), deadline, TICK + SLACK);
     assert!(start.elapsed() >= after);
 }
+
+/// A timer whose driver ran on a paused runtime, that runtime gone: a sleep made
+/// afterwards times its duration on the real clock, from now, not from the instant
+/// the dead runtime's paused clock froze at (behind the real clock here, so every
+/// sleep made later would be early; ahead of it after an `advance`, so it would hang).
+#[test]
+fn after_a_paused_runtimes_loss_a_new_sleep_is_never_early_nor_late() {
+    for advanced in [Duration::ZERO, Duration::from_secs(3600)] {
+        let driver = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let timer = driver.block_on(async {
+            tokio::time::advance(advanced).await;
+            timer()
+        });
+        drop(driver);
+        assert!(timer.is_shutdown());
+        // The real clock moves on; the dead runtime's paused clock does not.
+        std::thread::sleep(Duration::from_millis(300));
+        let after = Duration::from_millis(200);
+        let start = std::time::Instant::now();
+        // Bounded: a sleep timed from a clock an hour ahead would not end for an hour.
+        let caller = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let slept = caller
+            .block_on(async {
+                tokio::time::timeout(Duration::from_secs(5), timer.sleep(after)).await
+            })
+            .is_ok();
+        let took = start.elapsed();
+        assert!(slept, "advanced {advanced:?}: still asleep after {took:?}");
+        assert!(
+            took >= after,
+            "advanced {advanced:?}: early, after {took:?}"
+        );
+        assert!(
+            took < after + TICK + SLACK,
+            "advanced {advanced:?}: {took:?}"
+        );
+    }
+}

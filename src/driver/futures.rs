@@ -38,12 +38,13 @@ impl Shared {
     /// caller's paused clock would put deadlines early or late by however far it lags
     /// or leads the driver's. The real clock for a driver whose runtime's clock is
     /// never paused (the default timer's, a multi-thread runtime's): cheap, no runtime
-    /// handle. Otherwise (a current-thread runtime's) the caller's Tokio clock when
+    /// handle, and for one whose runtime is gone (a paused clock is frozen there).
+    /// Otherwise (a current-thread runtime's) the caller's Tokio clock when
     /// the caller is in the driver's runtime, and from anywhere else that runtime's
     /// clock, read inside it (see [`driver_now`](Shared::driver_now)); the real clock
     /// only if that fails (no thread can be started to read it).
     pub(crate) fn now(&self) -> Instant {
-        if self.real_clock {
+        if self.real_clock || self.lost.load(Ordering::SeqCst) {
             Instant::from_std(std::time::Instant::now())
         } else if self.in_driver_runtime() {
             Instant::now()
@@ -78,6 +79,11 @@ impl Shared {
     /// and the clock read on a thread of its own; under `panic = "abort"` it aborts,
     /// as Tokio's own `Handle::enter` does there (documented in RELIABILITY.md).
     pub(crate) fn driver_now(&self) -> Option<Instant> {
+        if self.lost.load(Ordering::SeqCst) {
+            // Its runtime is gone: its clock, if paused, is frozen where it stopped,
+            // behind or ahead of the real clock, which decides from now on.
+            return Some(Instant::from_std(std::time::Instant::now()));
+        }
         let Some(runtime) = &self.runtime else {
             return Some(Instant::now());
         };
