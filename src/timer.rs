@@ -351,8 +351,11 @@ impl Timer {
 
     /// Stops the timer and returns every callback that never ran.
     ///
-    /// Once it returns, the driver task has ended, [`pending`] is 0 and later
-    /// [`schedule`](Timer::schedule) calls return [`Error::Shutdown`]. Callbacks
+    /// Once it returns, the driver has stopped turning, [`pending`] is 0 and later
+    /// [`schedule`](Timer::schedule) calls return [`Error::Shutdown`]. (On a
+    /// current-thread runtime, whose clock may be paused, its task stays parked until
+    /// the timer's last handle and future are gone, to notice if that runtime goes
+    /// first: its frozen clock then no longer times them.) Callbacks
     /// already handed to an executor are not waited for. Calling it again returns an
     /// empty `Vec`.
     ///

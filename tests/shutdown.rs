@@ -283,3 +283,30 @@ fn after_a_paused_runtimes_loss_a_new_sleep_is_never_early_nor_late() {
         );
     }
 }
+
+/// Shut down, then its paused runtime gone: the dead runtime's clock, frozen short of
+/// a sleep's deadline, must not hold the sleep for ever.
+#[test]
+fn shut_down_then_its_paused_runtime_lost_a_sleep_still_ends() {
+    let driver = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let timer = driver.block_on(async { timer() });
+    driver.block_on(timer.shutdown());
+    drop(driver);
+    let after = Duration::from_millis(200);
+    let caller = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let slept = caller
+        .block_on(async { tokio::time::timeout(Duration::from_secs(5), timer.sleep(after)).await })
+        .is_ok();
+    let took = start.elapsed();
+    assert!(slept, "still asleep after {took:?}");
+    assert!(took >= after, "early, after {took:?}");
+    assert!(took < after + TICK + SLACK, "{took:?}");
+}

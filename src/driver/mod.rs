@@ -211,7 +211,8 @@ pub(crate) struct Shared {
     /// See [`Config::real_clock`] and [`Shared::now`].
     real_clock: bool,
     notify: Arc<Notify>,
-    /// Becomes `true` when the driver task has ended (or was dropped).
+    /// Becomes `true` when the driver stops turning: at shutdown, or when its task
+    /// ends or is dropped.
     stopped: watch::Sender<bool>,
     /// Turns started, numbering them from 1.
     turns_started: StdAtomicU64,

@@ -76,6 +76,7 @@ pub(crate) fn start(
     // a runtime dropped before it first polls the task still drops the guard.
     let guard = DriverGuard {
         shared: Arc::downgrade(&shared),
+        ended: false,
     };
     runtime.spawn(run(guard, shared.notify.clone(), interval));
     Ok(shared)
@@ -83,9 +84,12 @@ pub(crate) fn start(
 
 /// Marks the driver stopped when its task ends, and completes every pending future if
 /// the task is dropped before it ends by itself (its runtime shut down, perhaps before
-/// ever running it), so that no task elsewhere waits forever.
+/// ever running it), so that no task elsewhere waits forever. Dropped unended after a
+/// shutdown, it records the runtime's loss only (see [`watch_for_loss`]).
 struct DriverGuard {
     shared: Weak<Shared>,
+    /// Set when the task ends by itself.
+    ended: bool,
 }
 
 impl Drop for DriverGuard {
@@ -93,10 +97,28 @@ impl Drop for DriverGuard {
         if let Some(shared) = self.shared.upgrade() {
             if !shared.is_shutdown() {
                 shared.driver_lost();
+            } else if !self.ended {
+                shared.mark_lost();
             }
-            shared.stopped.send_replace(true);
-            shared.turned.notify_waiters();
+            signal_stopped(&shared);
         }
+    }
+}
+
+/// Tells `shutdown` and `catch_up` that the driver turns no more.
+fn signal_stopped(shared: &Shared) {
+    shared.stopped.send_replace(true);
+    shared.turned.notify_waiters();
+}
+
+/// After a shutdown, for a driver whose runtime's clock may be paused: holds the guard
+/// until the last handle and future of the timer are gone, so that the runtime's loss
+/// is still recorded. Its frozen paused clock must not time the futures that remain
+/// (it would hold them for ever, or put new deadlines early); the real clock does
+/// once it is gone. Parks, woken only by `Shared`'s drop.
+async fn watch_for_loss(guard: &DriverGuard, notify: &Notify) {
+    while guard.shared.strong_count() > 0 {
+        notify.notified().await;
     }
 }
 
@@ -128,7 +150,7 @@ fn wake_at(clock: &Clock, next: u64, now: Instant) -> Option<Instant> {
 }
 
 /// The driver task.
-async fn run(guard: DriverGuard, notify: Arc<Notify>, mut interval: Interval) {
+async fn run(mut guard: DriverGuard, notify: Arc<Notify>, mut interval: Interval) {
     let weak = guard.shared.clone();
     let mut expired = Vec::new();
     loop {
@@ -136,7 +158,16 @@ async fn run(guard: DriverGuard, notify: Arc<Notify>, mut interval: Interval) {
         shared.counters.wakeups.fetch_add(1, Ordering::Relaxed);
         let clock = shared.clock;
         let next = match shared.turn(&mut expired) {
-            Turn::Exit => return,
+            Turn::Exit => {
+                let may_pause = !shared.real_clock;
+                signal_stopped(&shared);
+                drop(shared);
+                if may_pause {
+                    watch_for_loss(&guard, &notify).await;
+                }
+                guard.ended = true;
+                return;
+            }
             Turn::Again => {
                 drop(shared);
                 tokio::task::yield_now().await;

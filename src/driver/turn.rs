@@ -248,7 +248,7 @@ impl Shared {
         }
     }
 
-    /// Waits until the driver task has ended.
+    /// Waits until the driver has stopped turning.
     pub(crate) async fn stopped(&self) {
         let mut stopped = self.stopped.subscribe();
         // An error means the sender is gone, i.e. so is the driver.
