@@ -174,3 +174,38 @@ async fn shutdown_returns_a_moved_callback_at_its_new_deadline() {
     drop(unfired);
     assert!(ran.lock().unwrap().is_empty());
 }
+
+/// After the loss of the driver's runtime (its clock paused, so frozen there), a
+/// callback with a handle stays pending, unrun: a reset still moves it, to a delay
+/// from the real clock's now, not from the frozen one, and `shutdown` returns it at
+/// that deadline. Nothing runs it early, nor drops it silently.
+#[test]
+fn after_the_runtimes_loss_a_reset_moves_the_callback_from_the_real_now() {
+    let driver = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let timer = driver.block_on(async { timer() });
+    let (ran, f) = recorder();
+    let handle = timer.schedule(Duration::from_secs(1), f).unwrap();
+    drop(driver);
+    assert!(timer.is_shutdown());
+    // The real clock moves on; the dead runtime's paused one does not.
+    std::thread::sleep(Duration::from_millis(200));
+    let real_now = || Instant::from_std(std::time::Instant::now());
+    let before = real_now();
+    assert!(handle.reset(Duration::from_secs(5)), "still pending");
+    let after = real_now();
+    let deadline = handle.deadline();
+    assert!(
+        deadline >= before + Duration::from_secs(5),
+        "{:?} early",
+        before + Duration::from_secs(5) - deadline
+    );
+    assert!(deadline <= after + Duration::from_secs(5));
+    let unfired = futures::executor::block_on(timer.shutdown());
+    assert_eq!(unfired.len(), 1);
+    assert_eq!(unfired[0].deadline(), deadline);
+    assert!(ran.lock().unwrap().is_empty());
+}
