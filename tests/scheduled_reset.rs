@@ -9,6 +9,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_wheel::Timer;
 
+mod common;
+use common::timer_on_a_paused_runtime;
+
 const TICK: Duration = Duration::from_millis(10);
 
 fn timer() -> Timer {
@@ -181,12 +184,7 @@ async fn shutdown_returns_a_moved_callback_at_its_new_deadline() {
 /// that deadline. Nothing runs it early, nor drops it silently.
 #[test]
 fn after_the_runtimes_loss_a_reset_moves_the_callback_from_the_real_now() {
-    let driver = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap();
-    let timer = driver.block_on(async { timer() });
+    let (driver, timer) = timer_on_a_paused_runtime();
     let (ran, f) = recorder();
     let handle = timer.schedule(Duration::from_secs(1), f).unwrap();
     drop(driver);

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tokio_wheel::{Error, Timer};
 
 mod common;
-use common::timer_on_its_own_runtime;
+use common::{timer_on_a_paused_runtime, timer_on_its_own_runtime};
 
 const TICK: Duration = Duration::from_millis(10);
 /// Tokio's timer, which times a shut-down timer's futures, rounds up to its
@@ -246,15 +246,8 @@ fn after_the_runtimes_loss_a_paused_caller_waits_on_the_real_clock() {
 #[test]
 fn after_a_paused_runtimes_loss_a_new_sleep_is_never_early_nor_late() {
     for advanced in [Duration::ZERO, Duration::from_secs(3600)] {
-        let driver = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        let timer = driver.block_on(async {
-            tokio::time::advance(advanced).await;
-            timer()
-        });
+        let (driver, timer) = timer_on_a_paused_runtime();
+        driver.block_on(tokio::time::advance(advanced));
         drop(driver);
         assert!(timer.is_shutdown());
         // The real clock moves on; the dead runtime's paused clock does not.
@@ -288,12 +281,7 @@ fn after_a_paused_runtimes_loss_a_new_sleep_is_never_early_nor_late() {
 /// a sleep's deadline, must not hold the sleep for ever.
 #[test]
 fn shut_down_then_its_paused_runtime_lost_a_sleep_still_ends() {
-    let driver = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap();
-    let timer = driver.block_on(async { timer() });
+    let (driver, timer) = timer_on_a_paused_runtime();
     driver.block_on(timer.shutdown());
     drop(driver);
     let after = Duration::from_millis(200);
