@@ -299,7 +299,11 @@ mod tests {
             runtime.block_on(async {
                 let start = Instant::now();
                 sleep(Duration::from_secs(1)).await;
-                assert!(start.elapsed() >= Duration::from_secs(1));
+                // The paused clock: never early, late by less than a tick and a
+                // millisecond.
+                let took = start.elapsed();
+                assert!(took >= Duration::from_secs(1), "early: {took:?}");
+                assert!(took < Duration::from_millis(1011), "late: {took:?}");
             });
         }
         // Other tests of this binary run beside this one, each with a runtime or two.

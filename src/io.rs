@@ -36,7 +36,9 @@
 //! `Ready`) disarms it, touching no shared state. So a stream that is always ready
 //! never touches the wheel, and one that waits moves one entry per wait. An armed
 //! `Sleep` that completes fails the operation with [`io::ErrorKind::TimedOut`] and is
-//! disarmed, so the next operation waits a full timeout again.
+//! disarmed, so the next operation waits a full timeout again. Dropping an
+//! operation's future leaves the wait armed: nothing here sees the drop, and a
+//! `select!` loop that restarts its read must still time the peer's silence.
 
 use std::fmt;
 use std::future::Future;
@@ -59,10 +61,18 @@ pin_project! {
     /// [`AsyncRead`]: https://docs.rs/tokio/1/tokio/io/trait.AsyncRead.html
     /// [`AsyncWrite`]: https://docs.rs/tokio/1/tokio/io/trait.AsyncWrite.html
     ///
-    /// The timeouts are idle timeouts: each wait starts its own, so a peer that sends a
-    /// byte more often than the read timeout is never cut, however long the
-    /// connection lives. Writes, flushes and shutdowns share the write timeout. Both
-    /// are off (`None`) until set.
+    /// The timeouts are idle timeouts: a wait starts when an operation first finds
+    /// nothing to do, and any progress ends it, so a peer that sends a byte more often
+    /// than the read timeout is never cut, however long the connection lives. A wait
+    /// ends only by progress or by its timeout, not when the operation's future is
+    /// dropped: a read restarted by `select!` (a loop that also writes heartbeats)
+    /// goes on timing the peer's silence from the first read that found nothing, so a
+    /// silent peer is still cut. To stop reading for a while without that time
+    /// counting, set the timeout again ([`set_read_timeout`]) before the next read,
+    /// which then waits a full timeout. Writes, flushes and shutdowns share the write
+    /// timeout. Both are off (`None`) until set.
+    ///
+    /// [`set_read_timeout`]: TimeoutStream::set_read_timeout
     ///
     /// `TimeoutStream<S>` is `Unpin` when `S` is (a `TcpStream` is), so it needs no
     /// pinning; it works wherever `S` does, e.g. under hyper as
@@ -189,13 +199,15 @@ impl<S> TimeoutStream<S> {
 
     /// Sets how long a read may wait with no data before it fails with
     /// [`io::ErrorKind::TimedOut`]; `None` waits for ever. Takes effect from the next
-    /// read that waits.
+    /// read that waits, which waits a full timeout, even if an earlier read that was
+    /// dropped while waiting had begun one.
     pub fn set_read_timeout(&mut self, timeout: Option<Duration>) {
         self.read.set(timeout);
     }
 
     /// Sets how long a write, flush or shutdown may wait with no progress before it
-    /// fails with [`io::ErrorKind::TimedOut`]; `None` waits for ever.
+    /// fails with [`io::ErrorKind::TimedOut`]; `None` waits for ever. As
+    /// [`set_read_timeout`](TimeoutStream::set_read_timeout), the next wait is a full one.
     pub fn set_write_timeout(&mut self, timeout: Option<Duration>) {
         self.write.set(timeout);
     }

@@ -156,6 +156,11 @@ impl Scheduled {
     /// and the callback runs once, at its new deadline (or is cancelled later), or it
     /// returns `false` and the callback ran, or was cancelled, as it would have anyway.
     ///
+    /// Once the driver's runtime is gone, a callback with a handle stays pending, unrun
+    /// (see [Cancellation](Scheduled#cancellation)): a reset still moves it and returns
+    /// `true`, and [`Timer::shutdown`](crate::Timer::shutdown) returns it at its new
+    /// deadline.
+    ///
     /// A deadline already past (`Duration::ZERO`) runs the callback on the driver's
     /// next step, less than a tick later, never on the caller's stack, as
     /// [`Timer::schedule`](crate::Timer::schedule) does with one. Far deadlines

@@ -613,10 +613,11 @@ fn a_runtime_shut_down_under_a_live_timer_completes_its_sleeps() {
     // Later futures also last their duration.
     let later = std::time::Instant::now();
     futures::executor::block_on(timer.sleep(Duration::from_millis(50)));
+    let took = later.elapsed();
+    assert!(took >= Duration::from_millis(50), "early: {took:?}");
     assert!(
-        later.elapsed() >= Duration::from_millis(50),
-        "{:?}",
-        later.elapsed()
+        took < Duration::from_millis(50) + Duration::from_secs(2),
+        "late: {took:?}"
     );
     // The pending callback is kept for shutdown() to return.
     assert_eq!(std::sync::Arc::strong_count(&probe), 2, "dropped unrun");

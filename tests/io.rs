@@ -248,3 +248,58 @@ async fn pinned_setters_time_a_pinned_stream() {
     );
     assert_between(start.elapsed(), Duration::from_millis(80));
 }
+
+/// A connection loop that writes a heartbeat every 100 ms in `select!` drops and
+/// restarts its read each time; the read timeout still times the peer's silence from
+/// the first read that found nothing, so a silent peer is cut (a timeout that each
+/// restarted read began anew would never fire here). Re-setting the timeout starts
+/// the next wait afresh.
+#[tokio::test(start_paused = true)]
+async fn a_read_restarted_by_select_keeps_timing_the_peers_silence() {
+    let timer = timer();
+    let (client, mut server) = tokio::io::duplex(1024);
+    let mut client = TimeoutStream::with_timer(client, &timer);
+    let timeout = Duration::from_millis(300);
+    client.set_read_timeout(Some(timeout));
+    server.write_all(b"last").await.unwrap();
+    // The peer takes the heartbeats and sends nothing more.
+    let peer = tokio::spawn(async move {
+        let mut sink = Vec::new();
+        server.read_to_end(&mut sink).await
+    });
+    let mut buf = [0; 8];
+    assert_eq!(client.read(&mut buf).await.unwrap(), 4);
+    let silent_since = Instant::now();
+    let mut heartbeat = tokio::time::interval(Duration::from_millis(100));
+    let mut heartbeats = 0;
+    let err = loop {
+        tokio::select! {
+            read = client.read(&mut buf) => break read.unwrap_err(),
+            _ = heartbeat.tick() => {
+                client.write_all(b".").await.unwrap();
+                heartbeats += 1;
+            }
+        }
+        assert!(silent_since.elapsed() < HOUR, "never cut");
+    };
+    assert_eq!(err.kind(), ErrorKind::TimedOut);
+    assert_between(silent_since.elapsed(), timeout);
+    assert!(
+        heartbeats >= 3,
+        "the read was restarted: {heartbeats} heartbeats"
+    );
+
+    // A wait abandoned long ago does not cut the next read at once once the timeout
+    // is set again.
+    let mut abandoned = tokio_test::task::spawn(client.read(&mut buf));
+    assert!(abandoned.poll().is_pending());
+    drop(abandoned);
+    tokio::time::sleep(timeout * 10).await;
+    client.set_read_timeout(Some(timeout));
+    let start = Instant::now();
+    let err = client.read(&mut buf).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TimedOut);
+    assert_between(start.elapsed(), timeout);
+    drop(client);
+    assert!(peer.await.unwrap().is_ok());
+}

@@ -9,6 +9,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_wheel::Timer;
 
+mod common;
+use common::timer_on_a_paused_runtime;
+
 const TICK: Duration = Duration::from_millis(10);
 
 fn timer() -> Timer {
@@ -172,5 +175,39 @@ async fn shutdown_returns_a_moved_callback_at_its_new_deadline() {
         "returned by shutdown"
     );
     drop(unfired);
+    assert!(ran.lock().unwrap().is_empty());
+}
+
+/// After the loss of the driver's runtime (its clock paused, so frozen there), a
+/// callback with a handle stays pending, unrun: a reset still moves it, to a delay from
+/// the timer's clock, which after the loss moves on with the real one from where the
+/// paused clock stood (not from the frozen instant, which would put it early by however
+/// long ago the loss was), and `shutdown` returns it at that deadline. Nothing runs it
+/// early, nor drops it silently.
+#[test]
+fn after_the_runtimes_loss_a_reset_moves_the_callback_from_the_real_now() {
+    let real_now = || Instant::from_std(std::time::Instant::now());
+    // The paused clock starts at the real now and stands still until the loss.
+    let built = real_now();
+    let (driver, timer) = timer_on_a_paused_runtime();
+    let (ran, f) = recorder();
+    let handle = timer.schedule(Duration::from_secs(1), f).unwrap();
+    drop(driver);
+    let lost = real_now();
+    assert!(timer.is_shutdown());
+    // The real clock moves on; the dead runtime's paused one does not.
+    std::thread::sleep(Duration::from_millis(200));
+    let before = real_now();
+    assert!(handle.reset(Duration::from_secs(5)), "still pending");
+    let after = real_now();
+    let deadline = handle.deadline();
+    // The timer's clock ran behind the real one by the time it stood paused, at most
+    // from `built` to `lost`: a reset from the frozen instant would be 200 ms earlier.
+    let lowest = before + Duration::from_secs(5) - (lost - built);
+    assert!(deadline >= lowest, "{:?} early", lowest - deadline);
+    assert!(deadline <= after + Duration::from_secs(5));
+    let unfired = futures::executor::block_on(timer.shutdown());
+    assert_eq!(unfired.len(), 1);
+    assert_eq!(unfired[0].deadline(), deadline);
     assert!(ran.lock().unwrap().is_empty());
 }

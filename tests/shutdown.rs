@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tokio_wheel::{Error, Timer};
 
 mod common;
-use common::timer_on_its_own_runtime;
+use common::{timer_on_a_paused_runtime, timer_on_its_own_runtime};
 
 const TICK: Duration = Duration::from_millis(10);
 /// Tokio's timer, which times a shut-down timer's futures, rounds up to its
@@ -239,17 +239,6 @@ fn after_the_runtimes_loss_a_paused_caller_waits_on_the_real_clock() {
     assert!(start.elapsed() >= after);
 }
 
-/// A current-thread runtime whose clock is paused, and a timer whose driver runs on it.
-fn timer_on_a_paused_runtime() -> (tokio::runtime::Runtime, Timer) {
-    let driver = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap();
-    let timer = driver.block_on(async { timer() });
-    (driver, timer)
-}
-
 /// Runs `f` on a thread of its own and gives its answer, or fails after `limit` (a
 /// hang would otherwise hang the test run).
 fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -383,4 +372,64 @@ fn sleep_timed_on_the_drivers_runtime_survives_its_loss(paused: bool) {
         "late by {:?}",
         end - deadline
     );
+}
+
+/// A timer whose driver ran on a paused runtime, that runtime gone: a sleep made
+/// afterwards times its duration on the real clock, from now, not from the instant
+/// the dead runtime's paused clock froze at (behind the real clock here, so every
+/// sleep made later would be early; ahead of it after an `advance`, so it would hang).
+#[test]
+fn after_a_paused_runtimes_loss_a_new_sleep_is_never_early_nor_late() {
+    for advanced in [Duration::ZERO, Duration::from_secs(3600)] {
+        let (driver, timer) = timer_on_a_paused_runtime();
+        driver.block_on(tokio::time::advance(advanced));
+        drop(driver);
+        assert!(timer.is_shutdown());
+        // The real clock moves on; the dead runtime's paused clock does not.
+        std::thread::sleep(Duration::from_millis(300));
+        let after = Duration::from_millis(200);
+        let start = std::time::Instant::now();
+        // Bounded: a sleep timed from a clock an hour ahead would not end for an hour.
+        let caller = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let slept = caller
+            .block_on(async {
+                tokio::time::timeout(Duration::from_secs(5), timer.sleep(after)).await
+            })
+            .is_ok();
+        let took = start.elapsed();
+        assert!(slept, "advanced {advanced:?}: still asleep after {took:?}");
+        assert!(
+            took >= after,
+            "advanced {advanced:?}: early, after {took:?}"
+        );
+        assert!(
+            took < after + TICK + SLACK,
+            "advanced {advanced:?}: {took:?}"
+        );
+    }
+}
+
+/// Shut down, then its paused runtime gone: the dead runtime's clock, frozen short of
+/// a sleep's deadline, must not hold the sleep for ever.
+#[test]
+fn shut_down_then_its_paused_runtime_lost_a_sleep_still_ends() {
+    let (driver, timer) = timer_on_a_paused_runtime();
+    driver.block_on(timer.shutdown());
+    drop(driver);
+    let after = Duration::from_millis(200);
+    let caller = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let slept = caller
+        .block_on(async { tokio::time::timeout(Duration::from_secs(5), timer.sleep(after)).await })
+        .is_ok();
+    let took = start.elapsed();
+    assert!(slept, "still asleep after {took:?}");
+    assert!(took >= after, "early, after {took:?}");
+    assert!(took < after + TICK + SLACK, "{took:?}");
 }

@@ -101,3 +101,18 @@ pub fn timer_on_its_own_runtime() -> (tokio::runtime::Runtime, Timer) {
         .unwrap();
     (runtime, timer)
 }
+
+/// A timer (10 ms tick) whose driver runs on a current-thread runtime of its own, with
+/// its clock paused.
+pub fn timer_on_a_paused_runtime() -> (tokio::runtime::Runtime, Timer) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(10))
+        .build_on(runtime.handle())
+        .unwrap();
+    (runtime, timer)
+}
