@@ -465,7 +465,7 @@ impl<T> DelayQueue<T> {
             let idle = state.armed.is_some() && state.aim(shut).is_none();
             drop(state);
             if idle {
-                self.aim_sleep(shut);
+                self.disarm(shut);
             }
             return Poll::Ready(Some(expired));
         }
@@ -487,6 +487,24 @@ impl<T> DelayQueue<T> {
             Some(expired) => Poll::Ready(Some(expired)),
             None => Poll::Pending,
         }
+    }
+
+    /// Drops the queue's sleep if it still has nothing to wait for. Unlike
+    /// [`aim_sleep`](DelayQueue::aim_sleep) it never expires a value, so a consumer
+    /// that already took one loses none: a value the fallback got meanwhile waits for
+    /// the next consumer (its insert woke those waiting).
+    #[cold]
+    fn disarm(&self, shut: bool) {
+        let mut sleep = self.queue.lock_sleep();
+        let mut state = lock(&self.queue.state);
+        if state.aim(shut).is_some() {
+            return;
+        }
+        state.armed = None;
+        drop(state);
+        let idle = sleep.take();
+        drop(sleep);
+        drop(idle);
     }
 
     /// Aims the queue's sleep where [`State::aim`] says, and polls it with
