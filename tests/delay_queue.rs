@@ -178,6 +178,42 @@ async fn removing_the_last_value_of_a_closed_queue_ends_its_consumers() {
     }
 }
 
+/// A value whose `Drop` panics, dropped by `clear`: the panic reaches the caller, and
+/// the consumers `clear` had to wake are woken all the same, so a consumer that was
+/// waiting takes the next value at its deadline.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_drop_in_clear_loses_no_wakeup() {
+    struct Value(u8);
+    impl Drop for Value {
+        fn drop(&mut self) {
+            if self.0 == 0 && !std::thread::panicking() {
+                panic!("the value's drop panics");
+            }
+        }
+    }
+    let timer = timer();
+    let queue = DelayQueue::with_timer(&timer);
+    queue.insert(Value(0), Duration::from_secs(60));
+    let consumer = {
+        let queue = queue.clone();
+        tokio::spawn(async move { queue.next_expired().await.map(|e| e.into_inner().0) })
+    };
+    tokio::task::yield_now().await;
+    let clear = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| queue.clear()));
+    assert!(clear.is_err(), "the value's panic reaches the caller");
+    assert!(queue.is_empty());
+    let start = Instant::now();
+    queue.insert(Value(1), Duration::from_millis(100));
+    let taken = tokio::time::timeout(Duration::from_secs(3600), consumer)
+        .await
+        .expect("the consumer was not woken")
+        .unwrap();
+    assert_eq!(taken, Some(1));
+    let waited = start.elapsed();
+    assert!(waited >= Duration::from_millis(100), "{waited:?}: early");
+    assert!(waited < Duration::from_millis(100) + LATE, "{waited:?}: late");
+}
+
 /// Four consumers, producers inserting, removing and resetting from other tasks:
 /// every value that is not removed is taken exactly once.
 #[tokio::test(start_paused = true)]

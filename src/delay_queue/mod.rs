@@ -433,9 +433,10 @@ impl<T> DelayQueue<T> {
             wake = state.rearm(false);
         }
         drop(state);
-        // Values dropped and timers cancelled after the lock.
-        quietly(|| drop((pending, expired)));
+        // Woken first: a value's `Drop` may panic, and the consumers are out of
+        // `waiting` already. Values dropped and timers cancelled after the lock.
         wake.into_iter().for_each(Waker::wake);
+        quietly(|| drop((pending, expired)));
     }
 
     /// Closes the queue: consumers get `None` once nothing is left in it (after taking
