@@ -211,7 +211,10 @@ async fn a_panicking_drop_in_clear_loses_no_wakeup() {
     assert_eq!(taken, Some(1));
     let waited = start.elapsed();
     assert!(waited >= Duration::from_millis(100), "{waited:?}: early");
-    assert!(waited < Duration::from_millis(100) + LATE, "{waited:?}: late");
+    assert!(
+        waited < Duration::from_millis(100) + LATE,
+        "{waited:?}: late"
+    );
 }
 
 /// Four consumers, producers inserting, removing and resetting from other tasks:
@@ -366,6 +369,29 @@ async fn stale_keys_are_inert() {
     assert_eq!(queue.remove(&cleared), None);
     assert_eq!(queue.remove(&after), Some("after"));
     assert_eq!(timer.pending(), 0);
+}
+
+/// A key used on another queue, of the same `T` and in the same slot there, names
+/// nothing in it: `None`/`false`, and that queue's own value is untouched.
+#[tokio::test(start_paused = true)]
+async fn keys_from_another_queue_are_inert() {
+    let timer = timer();
+    let (one, other) = (
+        DelayQueue::with_timer(&timer),
+        DelayQueue::with_timer(&timer),
+    );
+    let foreign = one.insert("one's", Duration::from_secs(1));
+    let own = other.insert("other's", Duration::from_secs(1));
+    assert_ne!(foreign, own);
+    assert_eq!(other.remove(&foreign), None);
+    assert!(!other.reset(&foreign, Duration::from_secs(9)));
+    assert_eq!(other.deadline(&foreign), None);
+    assert_eq!(
+        other.deadline(&own),
+        Some(Instant::now() + Duration::from_secs(1))
+    );
+    assert_eq!(other.remove(&own), Some("other's"));
+    assert_eq!(one.remove(&foreign), Some("one's"));
 }
 
 /// 5 000 inserts and removes through the same few slots: every stale key stays inert

@@ -48,8 +48,11 @@
 //! again costs nothing more than before.
 //!
 //! A [`Key`] is the value's slab index and a serial number the queue never hands out
-//! twice (64 bits: it does not wrap), so a key whose value was removed, expired or
-//! cleared names nothing, however often its slot has been reused since.
+//! twice (it would take 2^64 inserts), so a key whose value was removed, expired or
+//! cleared names nothing, however often its slot has been reused since. Each queue's
+//! serials start 2^32 past the last queue's (`expired::first_serial`), so a key used
+//! on another queue names nothing there either, unless one of them has taken 2^32
+//! inserts.
 
 use std::cell::Cell;
 use std::collections::{BTreeSet, BinaryHeap};
@@ -69,7 +72,7 @@ mod state;
 
 pub use expired::{Expired, Key, TryInsertError};
 
-use self::expired::Due;
+use self::expired::{first_serial, Due};
 use self::state::{lock, slot, Aim, Item, State, Timing};
 use crate::clock::deadline_after;
 use crate::sync::{Mutex, MutexGuard};
@@ -208,7 +211,7 @@ impl<T: Send + 'static> DelayQueue<T> {
                 state: Mutex::new(State {
                     pending: Slab::new(),
                     fallback: BTreeSet::new(),
-                    next_serial: 0,
+                    next_serial: first_serial(),
                     expired: BinaryHeap::new(),
                     waiting: Vec::new(),
                     armed: None,
@@ -291,7 +294,7 @@ impl<T: Send + 'static> DelayQueue<T> {
                     serial: key.serial,
                     timing: Timing::Wheel(timer),
                 });
-                *next_serial += 1;
+                *next_serial = next_serial.wrapping_add(1);
                 // Consumers waiting with no sleep armed must arm one, to learn of
                 // the timer's loss: woken here, once, when the first value comes.
                 let waiting = if state.armed.is_none() {
@@ -316,7 +319,7 @@ impl<T: Send + 'static> DelayQueue<T> {
             index: state.pending.vacant_key(),
             serial: state.next_serial,
         };
-        state.next_serial += 1;
+        state.next_serial = state.next_serial.wrapping_add(1);
         state.pending.insert(Item {
             value,
             serial: key.serial,

@@ -23,7 +23,8 @@ pub(super) struct State<T> {
     /// callback dropped unrun, or their timer shut down or lost), by deadline, then
     /// serial: `(deadline, serial, index)`. The queue's sleep times the first.
     pub(super) fallback: BTreeSet<(Instant, u64, usize)>,
-    /// The serial of the next value inserted: never reused, so stale keys stay inert.
+    /// The serial of the next value inserted: not reused within 2^64 inserts, so stale
+    /// keys stay inert; starting where no other queue's serials are.
     pub(super) next_serial: u64,
     /// Values whose deadlines passed, earliest deadline first (then first inserted),
     /// waiting for a consumer. A heap, not a list: callbacks of different shards, or
