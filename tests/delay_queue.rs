@@ -525,6 +525,30 @@ async fn at_capacity_try_insert_gives_the_value_back_and_insert_keeps_it_never_e
     assert_eq!(timer.pending(), 0);
 }
 
+/// Values the timer timed and values the queue's fallback timed (past `max_pending`)
+/// come out in one deadline order, also to a consumer that polls only once both
+/// deadlines have passed.
+#[tokio::test(start_paused = true)]
+async fn fallback_and_wheel_values_come_out_in_deadline_order() {
+    let timer = Timer::builder().tick(TICK).max_pending(1).build().unwrap();
+    let queue = DelayQueue::with_timer(&timer);
+    queue.insert("wheel", Duration::from_millis(100));
+    queue.insert("fallback", Duration::from_millis(50));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let order: Vec<_> = (0..2)
+        .map(|_| {
+            queue.poll_expired(&mut std::task::Context::from_waker(
+                futures::task::noop_waker_ref(),
+            ))
+        })
+        .map(|poll| match poll {
+            std::task::Poll::Ready(Some(expired)) => expired.into_inner(),
+            _ => "none",
+        })
+        .collect();
+    assert_eq!(order, ["fallback", "wheel"]);
+}
+
 /// After the timer's shutdown: `try_insert` gives the value back with
 /// `Error::Shutdown`; `insert` keeps the value, timed by the fallback (Tokio's clock
 /// here), never early, less than a tick late — also for a consumer that was waiting

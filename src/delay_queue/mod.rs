@@ -101,14 +101,18 @@ use crate::{Sleep, Timer};
 ///   and never reach a value inserted later in the same slot.
 /// * **Several consumers.** Every consumer waiting is woken when values expire (or the
 ///   queue closes); those that find nothing left wait again. No wakeup is lost when a
-///   woken consumer is dropped before taking anything.
+///   woken consumer is dropped before taking anything. The queue keeps one waker per
+///   waiting task, until it wakes them: a task that gives up waiting (a `select!` or
+///   a `timeout` around [`next_expired`](DelayQueue::next_expired)) leaves its waker
+///   there until then, so prefer long-lived consumers to many short-lived ones.
 /// * **Order.** Expired values wait in deadline order. Values whose deadlines fall in
 ///   the same tick may come out in either order. Each value's expiry is a callback on
 ///   the timer: on a timer whose [`Executor`](crate::Executor) is not `Inline`, it runs
 ///   there, and that executor's delay adds to the lateness.
 ///
 /// The values live in the queue, not in the timer: dropping the last handle drops them
-/// and cancels their timers.
+/// and cancels their timers. (So a value that holds a handle of its own queue keeps
+/// the queue alive, as any `Arc` cycle does, until it is taken, removed or cleared.)
 ///
 /// # Errors
 ///
@@ -464,6 +468,13 @@ impl<T> DelayQueue<T> {
     pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
         let shut = self.queue.timer.is_shutdown();
         let mut state = lock(&self.queue.state);
+        if state.fallback_may_come_first() {
+            drop(state);
+            if let Some(expired) = self.aim_sleep(shut) {
+                return Poll::Ready(Some(expired));
+            }
+            state = lock(&self.queue.state);
+        }
         if let Some(Due(expired)) = state.expired.pop() {
             // The last value taken: the sleep, if armed, has nothing to wait for.
             let idle = state.armed.is_some() && state.aim(shut).is_none();
@@ -514,7 +525,7 @@ impl<T> DelayQueue<T> {
     /// Aims the queue's sleep where [`State::aim`] says, and polls it with
     /// `wake_all`; or drops it, if nothing is to be waited for. Returns a value the
     /// fallback expired if the sleep had fired. The consumer polling is among
-    /// `waiting`.
+    /// `waiting`, or has an expired value to take if this returns none.
     #[cold]
     fn aim_sleep(&self, shut: bool) -> Option<Expired<T>> {
         let mut sleep = self.queue.lock_sleep();

@@ -122,6 +122,16 @@ impl<T> State<T> {
         std::mem::take(&mut self.waiting)
     }
 
+    /// Whether the fallback's first deadline comes before the first expired value's:
+    /// it may have passed too, unseen while no consumer polled the queue's sleep, and
+    /// then comes out first (the sleep says).
+    pub(super) fn fallback_may_come_first(&self) -> bool {
+        match (self.fallback.first(), self.expired.peek()) {
+            (Some(&(deadline, ..)), Some(Due(first))) => deadline < first.deadline,
+            _ => false,
+        }
+    }
+
     /// What the queue's sleep must wait for while consumers wait: the fallback's
     /// first deadline; else, while the wheel times values, the timer's shutdown or
     /// loss; else nothing.
