@@ -257,8 +257,9 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// # Errors
     ///
     /// [`TryInsertError`], holding the value, if the timer is shut down
-    /// ([`Error::Shutdown`](crate::Error::Shutdown)) or already holds its
-    /// [`max_pending`](crate::Builder::max_pending) callbacks ([`Error::AtCapacity`](crate::Error::AtCapacity)).
+    /// ([`Error::Shutdown`](crate::Error::Shutdown)), already holds its
+    /// [`max_pending`](crate::Builder::max_pending) callbacks ([`Error::AtCapacity`](crate::Error::AtCapacity)),
+    /// or its (paused) clock has passed the end of its range ([`Error::OutOfRange`](crate::Error::OutOfRange)).
     pub fn try_insert(&self, value: T, timeout: Duration) -> Result<Key, TryInsertError<T>> {
         self.try_insert_at(
             value,
