@@ -178,6 +178,45 @@ async fn removing_the_last_value_of_a_closed_queue_ends_its_consumers() {
     }
 }
 
+/// A value whose `Drop` panics, dropped by `clear`: the panic reaches the caller, and
+/// the consumers `clear` had to wake are woken all the same, so a consumer that was
+/// waiting takes the next value at its deadline.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_drop_in_clear_loses_no_wakeup() {
+    struct Value(u8);
+    impl Drop for Value {
+        fn drop(&mut self) {
+            if self.0 == 0 && !std::thread::panicking() {
+                panic!("the value's drop panics");
+            }
+        }
+    }
+    let timer = timer();
+    let queue = DelayQueue::with_timer(&timer);
+    queue.insert(Value(0), Duration::from_secs(60));
+    let consumer = {
+        let queue = queue.clone();
+        tokio::spawn(async move { queue.next_expired().await.map(|e| e.into_inner().0) })
+    };
+    tokio::task::yield_now().await;
+    let clear = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| queue.clear()));
+    assert!(clear.is_err(), "the value's panic reaches the caller");
+    assert!(queue.is_empty());
+    let start = Instant::now();
+    queue.insert(Value(1), Duration::from_millis(100));
+    let taken = tokio::time::timeout(Duration::from_secs(3600), consumer)
+        .await
+        .expect("the consumer was not woken")
+        .unwrap();
+    assert_eq!(taken, Some(1));
+    let waited = start.elapsed();
+    assert!(waited >= Duration::from_millis(100), "{waited:?}: early");
+    assert!(
+        waited < Duration::from_millis(100) + LATE,
+        "{waited:?}: late"
+    );
+}
+
 /// Four consumers, producers inserting, removing and resetting from other tasks:
 /// every value that is not removed is taken exactly once.
 #[tokio::test(start_paused = true)]
@@ -332,6 +371,29 @@ async fn stale_keys_are_inert() {
     assert_eq!(timer.pending(), 0);
 }
 
+/// A key used on another queue, of the same `T` and in the same slot there, names
+/// nothing in it: `None`/`false`, and that queue's own value is untouched.
+#[tokio::test(start_paused = true)]
+async fn keys_from_another_queue_are_inert() {
+    let timer = timer();
+    let (one, other) = (
+        DelayQueue::with_timer(&timer),
+        DelayQueue::with_timer(&timer),
+    );
+    let foreign = one.insert("one's", Duration::from_secs(1));
+    let own = other.insert("other's", Duration::from_secs(1));
+    assert_ne!(foreign, own);
+    assert_eq!(other.remove(&foreign), None);
+    assert!(!other.reset(&foreign, Duration::from_secs(9)));
+    assert_eq!(other.deadline(&foreign), None);
+    assert_eq!(
+        other.deadline(&own),
+        Some(Instant::now() + Duration::from_secs(1))
+    );
+    assert_eq!(other.remove(&own), Some("other's"));
+    assert_eq!(one.remove(&foreign), Some("one's"));
+}
+
 /// 5 000 inserts and removes through the same few slots: every stale key stays inert
 /// and the queue and its timer hold nothing at the end.
 #[tokio::test(start_paused = true)]
@@ -461,6 +523,30 @@ async fn at_capacity_try_insert_gives_the_value_back_and_insert_keeps_it_never_e
     );
     assert!(queue.is_empty());
     assert_eq!(timer.pending(), 0);
+}
+
+/// Values the timer timed and values the queue's fallback timed (past `max_pending`)
+/// come out in one deadline order, also to a consumer that polls only once both
+/// deadlines have passed.
+#[tokio::test(start_paused = true)]
+async fn fallback_and_wheel_values_come_out_in_deadline_order() {
+    let timer = Timer::builder().tick(TICK).max_pending(1).build().unwrap();
+    let queue = DelayQueue::with_timer(&timer);
+    queue.insert("wheel", Duration::from_millis(100));
+    queue.insert("fallback", Duration::from_millis(50));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let order: Vec<_> = (0..2)
+        .map(|_| {
+            queue.poll_expired(&mut std::task::Context::from_waker(
+                futures::task::noop_waker_ref(),
+            ))
+        })
+        .map(|poll| match poll {
+            std::task::Poll::Ready(Some(expired)) => expired.into_inner(),
+            _ => "none",
+        })
+        .collect();
+    assert_eq!(order, ["fallback", "wheel"]);
 }
 
 /// After the timer's shutdown: `try_insert` gives the value back with

@@ -323,6 +323,42 @@ fn delay_queue_reset_vs_expiry_exactly_once() {
     });
 }
 
+/// A consumer takes the last expired value while another thread inserts a value the
+/// timer refuses (at capacity), due already: the consumer, finding nothing left to
+/// wait for, stands the queue's sleep down; the value inserted meanwhile must still
+/// come out, once, on that poll's heels or on the next.
+#[test]
+fn delay_queue_last_value_taken_vs_refused_insert_loses_nothing() {
+    loom::model(|| {
+        let timer = capped_timer(TICK, 1);
+        let queue = DelayQueue::with_timer(&timer);
+        queue.insert_at(1u8, in_tick(&timer, 1));
+        let (_, waker) = flag();
+        let mut cx = Context::from_waker(&waker);
+        // Waiting: the queue's sleep is armed for the timer's shutdown.
+        assert!(queue.poll_expired(&mut cx).is_pending());
+        turn(&timer, 1);
+        // The timer is full again: the next insert goes to the queue's fallback.
+        let _filler = timer.schedule_at(in_tick(&timer, 50), || {}).unwrap();
+        let producer = {
+            let (queue, timer) = (queue.clone(), timer.clone());
+            thread::spawn(move || {
+                queue.insert_at(2u8, in_tick(&timer, 1));
+            })
+        };
+        let mut taken = Vec::new();
+        if let Poll::Ready(Some(expired)) = queue.poll_expired(&mut cx) {
+            taken.push(expired.into_inner());
+        }
+        producer.join().unwrap();
+        while let Poll::Ready(Some(expired)) = queue.poll_expired(&mut cx) {
+            taken.push(expired.into_inner());
+        }
+        assert_eq!(taken, [1, 2], "a value lost or taken twice");
+        assert!(queue.is_empty());
+    });
+}
+
 #[test]
 fn drop_vs_fire_frees_the_entry() {
     loom::model(|| {

@@ -3,17 +3,27 @@
 //! heap order of expired values waiting for a consumer.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::time::Instant;
 
 use crate::Error;
 
 /// Names a value in the [`DelayQueue`](crate::DelayQueue) that returned it; inert once the value has
-/// expired, been removed or been cleared.
+/// expired, been removed or been cleared, and in every other queue.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct Key {
     pub(super) index: usize,
     pub(super) serial: u64,
+}
+
+/// The serial of a new queue's first value: 2^32 past the previous queue's, so that
+/// one queue's keys name nothing in another (until one of them has taken 2^32
+/// inserts, or 2^32 queues have been made). Serials then count up, wrapping, so a
+/// queue hands each out once in 2^64 inserts.
+pub(super) fn first_serial() -> u64 {
+    static QUEUES: AtomicU64 = AtomicU64::new(0);
+    QUEUES.fetch_add(1, Ordering::Relaxed) << 32
 }
 
 /// A value whose deadline passed, taken from a [`DelayQueue`](crate::DelayQueue).
@@ -95,7 +105,7 @@ impl<T> std::error::Error for TryInsertError<T> {
 }
 
 /// An expired value in the heap, ordered so that the earliest deadline (then the
-/// lowest serial: the first inserted) comes out first.
+/// lowest serial: the first inserted, but across a wrap of the serials) comes out first.
 pub(super) struct Due<T>(pub(super) Expired<T>);
 
 impl<T> Due<T> {

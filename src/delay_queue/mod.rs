@@ -48,8 +48,11 @@
 //! again costs nothing more than before.
 //!
 //! A [`Key`] is the value's slab index and a serial number the queue never hands out
-//! twice (64 bits: it does not wrap), so a key whose value was removed, expired or
-//! cleared names nothing, however often its slot has been reused since.
+//! twice (it would take 2^64 inserts), so a key whose value was removed, expired or
+//! cleared names nothing, however often its slot has been reused since. Each queue's
+//! serials start 2^32 past the last queue's (`expired::first_serial`), so a key used
+//! on another queue names nothing there either, unless one of them has taken 2^32
+//! inserts.
 
 use std::cell::Cell;
 use std::collections::{BTreeSet, BinaryHeap};
@@ -69,7 +72,7 @@ mod state;
 
 pub use expired::{Expired, Key, TryInsertError};
 
-use self::expired::Due;
+use self::expired::{first_serial, Due};
 use self::state::{lock, slot, Aim, Item, State, Timing};
 use crate::clock::deadline_after;
 use crate::sync::{Mutex, MutexGuard};
@@ -98,14 +101,18 @@ use crate::{Sleep, Timer};
 ///   and never reach a value inserted later in the same slot.
 /// * **Several consumers.** Every consumer waiting is woken when values expire (or the
 ///   queue closes); those that find nothing left wait again. No wakeup is lost when a
-///   woken consumer is dropped before taking anything.
+///   woken consumer is dropped before taking anything. The queue keeps one waker per
+///   waiting task, until it wakes them: a task that gives up waiting (a `select!` or
+///   a `timeout` around [`next_expired`](DelayQueue::next_expired)) leaves its waker
+///   there until then, so prefer long-lived consumers to many short-lived ones.
 /// * **Order.** Expired values wait in deadline order. Values whose deadlines fall in
 ///   the same tick may come out in either order. Each value's expiry is a callback on
 ///   the timer: on a timer whose [`Executor`](crate::Executor) is not `Inline`, it runs
 ///   there, and that executor's delay adds to the lateness.
 ///
 /// The values live in the queue, not in the timer: dropping the last handle drops them
-/// and cancels their timers.
+/// and cancels their timers. (So a value that holds a handle of its own queue keeps
+/// the queue alive, as any `Arc` cycle does, until it is taken, removed or cleared.)
 ///
 /// # Errors
 ///
@@ -208,7 +215,7 @@ impl<T: Send + 'static> DelayQueue<T> {
                 state: Mutex::new(State {
                     pending: Slab::new(),
                     fallback: BTreeSet::new(),
-                    next_serial: 0,
+                    next_serial: first_serial(),
                     expired: BinaryHeap::new(),
                     waiting: Vec::new(),
                     armed: None,
@@ -250,8 +257,9 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// # Errors
     ///
     /// [`TryInsertError`], holding the value, if the timer is shut down
-    /// ([`Error::Shutdown`](crate::Error::Shutdown)) or already holds its
-    /// [`max_pending`](crate::Builder::max_pending) callbacks ([`Error::AtCapacity`](crate::Error::AtCapacity)).
+    /// ([`Error::Shutdown`](crate::Error::Shutdown)), already holds its
+    /// [`max_pending`](crate::Builder::max_pending) callbacks ([`Error::AtCapacity`](crate::Error::AtCapacity)),
+    /// or its (paused) clock has passed the end of its range ([`Error::OutOfRange`](crate::Error::OutOfRange)).
     pub fn try_insert(&self, value: T, timeout: Duration) -> Result<Key, TryInsertError<T>> {
         self.try_insert_at(
             value,
@@ -291,7 +299,7 @@ impl<T: Send + 'static> DelayQueue<T> {
                     serial: key.serial,
                     timing: Timing::Wheel(timer),
                 });
-                *next_serial += 1;
+                *next_serial = next_serial.wrapping_add(1);
                 // Consumers waiting with no sleep armed must arm one, to learn of
                 // the timer's loss: woken here, once, when the first value comes.
                 let waiting = if state.armed.is_none() {
@@ -316,7 +324,7 @@ impl<T: Send + 'static> DelayQueue<T> {
             index: state.pending.vacant_key(),
             serial: state.next_serial,
         };
-        state.next_serial += 1;
+        state.next_serial = state.next_serial.wrapping_add(1);
         state.pending.insert(Item {
             value,
             serial: key.serial,
@@ -433,9 +441,10 @@ impl<T> DelayQueue<T> {
             wake = state.rearm(false);
         }
         drop(state);
-        // Values dropped and timers cancelled after the lock.
-        quietly(|| drop((pending, expired)));
+        // Woken first: a value's `Drop` may panic, and the consumers are out of
+        // `waiting` already. Values dropped and timers cancelled after the lock.
         wake.into_iter().for_each(Waker::wake);
+        quietly(|| drop((pending, expired)));
     }
 
     /// Closes the queue: consumers get `None` once nothing is left in it (after taking
@@ -460,12 +469,19 @@ impl<T> DelayQueue<T> {
     pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
         let shut = self.queue.timer.is_shutdown();
         let mut state = lock(&self.queue.state);
+        if state.fallback_may_come_first() {
+            drop(state);
+            if let Some(expired) = self.aim_sleep(shut) {
+                return Poll::Ready(Some(expired));
+            }
+            state = lock(&self.queue.state);
+        }
         if let Some(Due(expired)) = state.expired.pop() {
             // The last value taken: the sleep, if armed, has nothing to wait for.
             let idle = state.armed.is_some() && state.aim(shut).is_none();
             drop(state);
             if idle {
-                self.aim_sleep(shut);
+                self.disarm(shut);
             }
             return Poll::Ready(Some(expired));
         }
@@ -489,10 +505,28 @@ impl<T> DelayQueue<T> {
         }
     }
 
+    /// Drops the queue's sleep if it still has nothing to wait for. Unlike
+    /// [`aim_sleep`](DelayQueue::aim_sleep) it never expires a value, so a consumer
+    /// that already took one loses none: a value the fallback got meanwhile waits for
+    /// the next consumer (its insert woke those waiting).
+    #[cold]
+    fn disarm(&self, shut: bool) {
+        let mut sleep = self.queue.lock_sleep();
+        let mut state = lock(&self.queue.state);
+        if state.aim(shut).is_some() {
+            return;
+        }
+        state.armed = None;
+        drop(state);
+        let idle = sleep.take();
+        drop(sleep);
+        drop(idle);
+    }
+
     /// Aims the queue's sleep where [`State::aim`] says, and polls it with
     /// `wake_all`; or drops it, if nothing is to be waited for. Returns a value the
     /// fallback expired if the sleep had fired. The consumer polling is among
-    /// `waiting`.
+    /// `waiting`, or has an expired value to take if this returns none.
     #[cold]
     fn aim_sleep(&self, shut: bool) -> Option<Expired<T>> {
         let mut sleep = self.queue.lock_sleep();

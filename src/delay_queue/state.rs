@@ -23,7 +23,8 @@ pub(super) struct State<T> {
     /// callback dropped unrun, or their timer shut down or lost), by deadline, then
     /// serial: `(deadline, serial, index)`. The queue's sleep times the first.
     pub(super) fallback: BTreeSet<(Instant, u64, usize)>,
-    /// The serial of the next value inserted: never reused, so stale keys stay inert.
+    /// The serial of the next value inserted: not reused within 2^64 inserts, so stale
+    /// keys stay inert; starting where no other queue's serials are.
     pub(super) next_serial: u64,
     /// Values whose deadlines passed, earliest deadline first (then first inserted),
     /// waiting for a consumer. A heap, not a list: callbacks of different shards, or
@@ -119,6 +120,16 @@ impl<T> State<T> {
     pub(super) fn push_expired(&mut self, expired: Expired<T>) -> Vec<Waker> {
         self.expired.push(Due(expired));
         std::mem::take(&mut self.waiting)
+    }
+
+    /// Whether the fallback's first deadline comes before the first expired value's:
+    /// it may have passed too, unseen while no consumer polled the queue's sleep, and
+    /// then comes out first (the sleep says).
+    pub(super) fn fallback_may_come_first(&self) -> bool {
+        match (self.fallback.first(), self.expired.peek()) {
+            (Some(&(deadline, ..)), Some(Due(first))) => deadline < first.deadline,
+            _ => false,
+        }
     }
 
     /// What the queue's sleep must wait for while consumers wait: the fallback's
