@@ -196,6 +196,11 @@ impl Clock {
     pub(crate) fn tick(&self) -> Duration {
         self.tick
     }
+
+    /// Steps per configured tick.
+    pub(crate) fn steps_per_tick(&self) -> usize {
+        self.steps_per_tick as usize
+    }
 }
 
 fn nanos(d: Duration) -> u64 {

@@ -111,7 +111,7 @@ impl Scheduled {
         if let Some(handle) = self.inner.take() {
             let shared = &handle.anchor.shared;
             shared.disown(handle.reg, &handle.place);
-            shared.detach();
+            shared.keep_alive_while_pending();
         }
     }
 
@@ -297,7 +297,7 @@ mod tests {
     fn a_callback_is_small_in_its_entry_and_in_its_handle() {
         // Closure (up to three words in place), deadline and the closure's vtable.
         assert_eq!(std::mem::size_of::<Callback>(), 40);
-        // With the wheel's links and tick: what a pending callback costs, with no
+        // With the wheel's links and step: what a pending callback costs, with no
         // heap allocation for a closure of up to three words.
         assert_eq!(std::mem::size_of::<crate::wheel::Entry<Callback>>(), 56);
         assert_eq!(std::mem::size_of::<Scheduled>(), 40);

@@ -60,7 +60,7 @@ use crate::driver::{Anchor, Registered, Registration, Shared, REGISTRATION_BITS}
 pub struct Sleep {
     anchor: Arc<Anchor>,
     /// The deadline, in nanoseconds from the timer's origin (see `Clock::offset_of`):
-    /// half an `Instant`, and the tick is a division away.
+    /// half an `Instant`, and its step is a division away.
     deadline: i64,
     /// [`State`], packed: a `Sleep` is 24 bytes, which is most of what a pending one
     /// costs (its wheel entry is 32). Atomic only so that `is_elapsed` (`&self`) can
@@ -79,7 +79,7 @@ enum State {
     /// fired once the driver or the clock has passed its deadline, as tokio's, whose
     /// `reset` always registers, does, and records that as `Elapsed`.
     Reset,
-    /// In the wheel at `reg`, due at the deadline's tick.
+    /// In the wheel at `reg`, due at the deadline's step.
     Registered(Registration),
     /// Fired.
     Elapsed,
@@ -175,7 +175,7 @@ impl Sleep {
             State::Reset => {
                 let shared = self.shared();
                 let passed = if shared.is_shutdown() {
-                    shared.passed_elsewhere(self.deadline())
+                    shared.fallback_has_passed(self.deadline())
                 } else {
                     shared.has_passed(self.deadline)
                 };
@@ -190,7 +190,7 @@ impl Sleep {
                 shared.has_fired(reg, self.deadline)
                     || (!shared.is_pending(reg, self.step())
                         // Not in the wheel and not fired: drained by shutdown.
-                        && (!shared.is_shutdown() || shared.passed_elsewhere(self.deadline())))
+                        && (!shared.is_shutdown() || shared.fallback_has_passed(self.deadline())))
             }
         }
     }

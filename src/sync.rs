@@ -14,3 +14,12 @@ pub(crate) use loom::sync::{Mutex, MutexGuard};
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Mutex, MutexGuard};
+
+/// Locks `mutex`, through poisoning: for locks under which nothing user-supplied runs
+/// except what is done before any state changes (`Waker::clone`), so that a poisoned
+/// lock still guards consistent state.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

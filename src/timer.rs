@@ -311,7 +311,7 @@ impl Timer {
         shared.schedule(callback)?;
         // Counted as pending by `schedule`, so `detach` keeps the timer alive for it,
         // as `Scheduled::detach` does.
-        shared.detach();
+        shared.keep_alive_while_pending();
         Ok(())
     }
 

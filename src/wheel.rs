@@ -281,7 +281,6 @@ impl<T> Wheel<T> {
     }
 
     /// Number of slots at level 0: the steps one block of it spans.
-    #[cfg(test)]
     pub(crate) fn slots(&self) -> usize {
         self.levels[0].slots
     }

@@ -1,6 +1,6 @@
-//! What a [`Scheduled`](crate::Scheduled) asks of the driver (schedule, cancel, its
-//! callback's state), the keep-alive that lets a detached callback outlive every
-//! handle, and handing expired callbacks to their [`Executor`].
+//! What a [`Scheduled`](crate::Scheduled) asks of the driver (schedule, cancel, move,
+//! its callback's state), the count of pending callbacks and the keep-alive held for
+//! the detached ones, and handing expired callbacks to their [`Executor`].
 //!
 //! A callback's entry is named by its [`Registration`] and its step, as a future's is;
 //! its handle keeps that step in a [`Place`], with a cancelled mark set under the
@@ -12,9 +12,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
-use super::{lock, Registration, Shared, RETAIN};
+use super::shared::{Registration, Shared, RETAIN};
 use crate::callback::{run_caught, Callback};
-use crate::sync::AtomicU64;
+use crate::sync::{lock, AtomicU64};
 use crate::wheel::{InsertError, MAX_ENTRIES, MAX_STEP};
 use crate::{Error, Executor};
 
@@ -142,19 +142,16 @@ impl Shared {
         // saturate, the driver's clock decides, not what the wheel has processed: an
         // idle driver is not woken by the paused clock's jump. (Unknown: refused.)
         let last = self.clock.last_step();
-        let clock_past_last = || {
-            self.driver_now()
-                .is_none_or(|now| self.clock.step_now(now) >= last)
-        };
-        let refused = if step > last || (step == last && clock_past_last()) {
-            Some(Error::OutOfRange)
-        } else if !self.count_in() {
-            Some(Error::AtCapacity {
-                max: self.max_pending,
-            })
-        } else {
-            None
-        };
+        let refused =
+            if step > last || (step == last && self.runtime.is_past_last_step(&self.clock)) {
+                Some(Error::OutOfRange)
+            } else if !self.count_in_callback() {
+                Some(Error::AtCapacity {
+                    max: self.max_pending,
+                })
+            } else {
+                None
+            };
         if let Some(error) = refused {
             drop(wheels);
             drop(callback);
@@ -163,13 +160,13 @@ impl Shared {
         match wheels.callbacks.insert(step, callback) {
             Ok(key) => {
                 drop(wheels);
-                self.notify_if_earlier(step);
+                self.parking.notify_if_earlier(step);
                 Ok((Registration { shard: index, key }, step))
             }
             Err((callback, why)) => {
                 drop(wheels);
                 drop(callback);
-                self.callback_gone();
+                self.callbacks_left(1);
                 Err(match why {
                     InsertError::Elapsed => Error::OutOfRange,
                     InsertError::Full => Error::AtCapacity {
@@ -185,13 +182,13 @@ impl Shared {
     /// that is then refused, which a concurrent `schedule` would see as pending (with
     /// `max_pending(1)`, a refusal with nothing pending). Called under the shard's
     /// lock, after every other check, just before the insert.
-    fn count_in(&self) -> bool {
-        let mut count = self.callbacks.load(Ordering::SeqCst);
+    fn count_in_callback(&self) -> bool {
+        let mut count = self.pending_callbacks.load(Ordering::SeqCst);
         loop {
             if count >= self.max_pending {
                 return false;
             }
-            match self.callbacks.compare_exchange_weak(
+            match self.pending_callbacks.compare_exchange_weak(
                 count,
                 count + 1,
                 Ordering::SeqCst,
@@ -223,7 +220,7 @@ impl Shared {
         drop(wheels);
         // Counted out before the closure is dropped, as an expiry is before it runs:
         // its captures may schedule again, and the room is free at once.
-        self.callback_gone();
+        self.callbacks_left(1);
         // The closure is dropped here, after the lock: its captures may do anything.
         drop((removed, released));
         true
@@ -260,7 +257,7 @@ impl Shared {
                 place.deadline.store(offset as u64, Ordering::Release);
                 wheels.reset += 1;
                 drop(wheels);
-                self.notify_if_earlier(to);
+                self.parking.notify_if_earlier(to);
                 true
             }
             Err(None) => false,
@@ -295,30 +292,19 @@ impl Shared {
         }
     }
 
-    /// A callback left the wheel: count it out, and release the keep-alive with the
-    /// last one.
-    fn callback_gone(&self) {
-        self.callbacks_gone(1);
-    }
-
-    pub(super) fn callbacks_gone(&self, n: usize) {
-        if n > 0 && self.callbacks.fetch_sub(n, Ordering::SeqCst) == n {
-            let mut keep_alive = lock(&self.keep_alive);
-            // Re-checked under the lock, after clearing the flag: a callback scheduled
-            // and detached since the count reached zero may have seen the flag still
-            // set, and relies on the keep-alive (loom:
+    /// `n` callbacks left the wheel (fired, cancelled, drained or dropped): count them
+    /// out, and release the keep-alive with the last one.
+    pub(super) fn callbacks_left(&self, n: usize) {
+        if n > 0 && self.pending_callbacks.fetch_sub(n, Ordering::SeqCst) == n {
+            // Re-checked under the keep-alive's lock, after clearing its flag: a
+            // callback scheduled and detached since the count reached zero may have
+            // seen the flag still set, and relies on the keep-alive (loom:
             // `detach_vs_last_callback_keeps_the_timer_alive`). Its count was added
-            // before it read the flag, so if it read it before this clear, this load
+            // before it read the flag, so if it read it before the clear, this load
             // sees its count.
-            self.kept_alive.store(false, Ordering::SeqCst);
-            let release = if self.callbacks.load(Ordering::SeqCst) == 0 {
-                keep_alive.take()
-            } else {
-                self.kept_alive
-                    .store(keep_alive.is_some(), Ordering::SeqCst);
-                None
-            };
-            drop(keep_alive);
+            let release = self
+                .keep_alive
+                .release_unless(|| self.pending_callbacks.load(Ordering::SeqCst) != 0);
             // Dropped after the lock: it may be the last reference.
             drop(release);
         }
@@ -351,42 +337,29 @@ impl Shared {
         drop(wheels);
         // After the lock: its captures may do anything.
         drop(removed);
-        self.callback_gone();
+        self.callbacks_left(1);
     }
 
-    /// A callback's handle was detached: keep the timer alive until no callback is
-    /// pending, since that one has nothing else keeping it.
+    /// A callback no handle owns was scheduled, or its handle was detached: keep the
+    /// timer alive until no callback is pending, since that one has nothing else
+    /// keeping it.
     ///
     /// Once shut down (or the driver lost) nothing will run it, so it keeps nothing
     /// alive: `shutdown` returns it, or the driver's loss dropped it.
-    pub(crate) fn detach(self: &Arc<Self>) {
-        // Lock-free when the timer already keeps itself alive, as it does while any
-        // detached callback is pending: `callbacks_gone` clears the flag before it
-        // re-reads the count, so seeing it set here means our (counted) callback is
-        // seen there.
-        if self.kept_alive.load(Ordering::SeqCst) {
-            return;
-        }
-        let mut keep_alive = lock(&self.keep_alive);
-        // Checked under the keep-alive lock, under which `callbacks_gone` re-reads the
-        // count before releasing: either it sees our callback counted, or we see the
-        // keep-alive gone and set it again.
-        // `driver_lost` sets the shutdown flag before it takes this lock to release the
-        // keep-alive, so either it releases what we set, or we see the flag.
-        if self.callbacks.load(Ordering::SeqCst) > 0 && keep_alive.is_none() && !self.is_shutdown()
-        {
-            *keep_alive = Some(self.clone());
-            self.kept_alive.store(true, Ordering::SeqCst);
-        }
+    pub(crate) fn keep_alive_while_pending(self: &Arc<Self>) {
+        // Under the keep-alive's lock, under which `callbacks_left` re-reads the count
+        // before releasing: either it sees our callback counted, or we see the
+        // keep-alive gone and hold it again. `driver_lost` sets the shutdown flag
+        // before it takes that lock to release the keep-alive, so either it releases
+        // what we hold, or we see the flag.
+        self.keep_alive.hold(self, || {
+            self.pending_callbacks.load(Ordering::SeqCst) > 0 && !self.is_shutdown()
+        });
     }
 
     #[cfg(loom)]
     pub(crate) fn kept_alive(&self) -> bool {
-        lock(&self.keep_alive).is_some()
-    }
-
-    pub(crate) fn count_panic(&self) {
-        self.counters.panics.fetch_add(1, Ordering::Relaxed);
+        self.keep_alive.is_held()
     }
 
     /// Takes back an expired callback that its executor dropped without running it; the
@@ -403,19 +376,19 @@ impl Shared {
         }
         rejected.push(callback);
         drop(rejected);
-        self.notify.notify_one();
+        self.parking.wake_driver();
     }
 
     /// Hands an expired callback to the configured executor.
     pub(super) fn dispatch(self: &Arc<Self>, callback: Callback) {
         match &self.executor {
             Executor::Inline => self.run_inline(callback),
-            Executor::Spawn | Executor::Blocking if self.runtime.is_none() => {
+            Executor::Spawn | Executor::Blocking if self.runtime.handle().is_none() => {
                 self.run_inline(callback)
             }
             Executor::Spawn => {
                 let job = Job::new(callback, self);
-                let runtime = self.runtime.as_ref().expect("checked above");
+                let runtime = self.runtime.handle().expect("checked above");
                 drop(runtime.spawn(async move {
                     // Spawned from the driver's worker, this task lands in that worker's
                     // LIFO slot, which wakes no idle worker; if the callback then blocks,
@@ -428,7 +401,7 @@ impl Shared {
             }
             Executor::Blocking => {
                 let job = Job::new(callback, self);
-                let runtime = self.runtime.as_ref().expect("checked above");
+                let runtime = self.runtime.handle().expect("checked above");
                 drop(runtime.spawn_blocking(move || job.run()));
             }
             Executor::Custom(execute) => {
@@ -437,12 +410,6 @@ impl Shared {
                 // back through `reject`.
                 let _ = catch_unwind(AssertUnwindSafe(|| execute(Box::new(move || job.run()))));
             }
-        }
-    }
-
-    pub(super) fn run_inline(&self, callback: Callback) {
-        if !run_caught(callback) {
-            self.count_panic();
         }
     }
 }

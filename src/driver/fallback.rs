@@ -15,11 +15,11 @@
 //!   decides: if it has not reached the deadline when that sleep fires, the sleep
 //!   waits again for what remains (at least a tick), so it is never early on that
 //!   clock. Once the runtime is gone its clock is frozen, or gone with it: from its
-//!   last reading it is taken to move on with the real clock ([`Lost`]), so that a
+//!   last reading it is taken to move on with the real clock (`runtime::Lost`), so that a
 //!   sleep neither waits for a frozen clock nor completes at once.
 //!
 //! Only a `Sleep` that meets a stopped wheel pays for this (an allocation, the clock
-//! reads); it keeps its fallback in an [`Anchor`](super::Anchor) of its own.
+//! reads); it keeps its fallback in an [`Anchor`](super::anchor::Anchor) of its own.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -27,7 +27,9 @@ use std::task::{Context, Poll};
 
 use tokio::time::Instant;
 
-use super::{context, Shared};
+use super::context;
+use super::runtime::real_now;
+use super::shared::Shared;
 
 /// A fallback sleep and the clock it is timed on.
 pub(crate) struct Fallback {
@@ -53,47 +55,10 @@ enum Source {
     Background,
 }
 
-/// The real clock, as a Tokio instant.
-fn real_now() -> Instant {
-    Instant::from_std(std::time::Instant::now())
-}
-
-/// The driver's clock once its runtime is gone: its last reading, taken when the
-/// runtime dropped the driver, moving on with the real clock from then. A paused
-/// clock stops for ever with its runtime (or is ahead of, or behind, the real clock by
-/// however far it was advanced); read as it is, every later `sleep(d)` would wait for
-/// it for ever, or complete at once, or an hour late.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Lost {
-    /// The driver's clock, then.
-    driver: Instant,
-    /// The real clock, then.
-    real: Instant,
-}
-
-impl Lost {
-    /// Now, on the driver's clock moved on with the real one.
-    pub(super) fn now(&self) -> Instant {
-        self.driver + real_now().saturating_duration_since(self.real)
-    }
-}
-
 impl Shared {
-    /// Records that the driver's runtime is gone, with its clock's last reading.
-    /// Called once the runtime dropped the driver's task; only the first call counts.
-    pub(super) fn mark_lost(&self) {
-        let real = real_now();
-        let driver = if self.real_clock {
-            real
-        } else {
-            self.driver_now().unwrap_or(real)
-        };
-        let _ = self.lost.set(Lost { driver, real });
-    }
-
     /// Where a fallback polled from here is timed.
     fn source(&self) -> Source {
-        if self.lost.get().is_none() && self.in_driver_runtime() {
+        if !self.runtime.is_lost() && self.runtime.is_current() {
             Source::Driver
         } else {
             Source::Background
@@ -112,7 +77,7 @@ impl Shared {
     /// `deadline` if it moved with the real clock from here: what a fallback on the
     /// background runtime first waits for.
     fn real_deadline(&self, deadline: Instant) -> Instant {
-        if self.real_clock {
+        if self.runtime.has_real_clock() {
             return deadline;
         }
         let real = real_now();
@@ -120,7 +85,7 @@ impl Shared {
     }
 
     /// Whether `deadline` has passed, as a fallback timed from here would find it.
-    pub(crate) fn passed_elsewhere(&self, deadline: Instant) -> bool {
+    pub(crate) fn fallback_has_passed(&self, deadline: Instant) -> bool {
         match self.source() {
             Source::Driver => Instant::now() >= deadline,
             Source::Background => self.driver_clock_short_of(deadline).is_none(),

@@ -5,13 +5,11 @@
 //! `Sleep` derives from its deadline: a `Sleep` whose entry fired can never reach the
 //! entry that later reuses its slab index (see [`wheel`](crate::wheel)).
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::task::Waker;
 
-use tokio::time::Instant;
-
-use super::{context, lock, Registration, Shared, RETAIN};
+use super::shared::{Registration, Shared, RETAIN};
+use crate::sync::lock;
 use crate::wheel::InsertError;
 
 /// Outcome of a registration attempt.
@@ -21,88 +19,17 @@ pub(crate) enum Registered {
     /// Due already: complete now.
     Due,
     /// Not in the wheel, which no longer turns (shut down, its runtime gone) or is
-    /// full: time it with a [`Fallback`](super::Fallback) instead.
+    /// full: time it with a [`Fallback`](super::fallback::Fallback) instead.
     Elsewhere,
 }
 
 impl Shared {
-    /// Whether `reg`, due at the deadline `offset` (see [`Clock::offset_of`]), has
-    /// certainly fired (lock-free).
+    /// Whether `reg`, due at the deadline `offset` (see
+    /// [`Clock::offset_of`](crate::clock::Clock::offset_of)), has certainly fired: its
+    /// shard has processed the deadline's step (lock-free).
     pub(crate) fn has_fired(&self, reg: Registration, offset: i64) -> bool {
         let elapsed = self.shard(reg).elapsed.load(Ordering::Acquire);
         self.clock.is_processed(offset, elapsed)
-    }
-
-    /// "Now" for a deadline given relative to it (`sleep(d)`, hyper's `now() + d`):
-    /// the clock the driver follows, whatever runtime the caller is on, since a
-    /// caller's paused clock would put deadlines early or late by however far it lags
-    /// or leads the driver's. The real clock for a driver whose runtime's clock is
-    /// never paused (the default timer's, a multi-thread runtime's): cheap, no runtime
-    /// handle. Otherwise (a current-thread runtime's) the caller's Tokio clock when
-    /// the caller is in the driver's runtime, and from anywhere else that runtime's
-    /// clock, read inside it (see [`driver_now`](Shared::driver_now)); the real clock
-    /// only if that fails (no thread can be started to read it).
-    pub(crate) fn now(&self) -> Instant {
-        if self.real_clock {
-            Instant::from_std(std::time::Instant::now())
-        } else if let Some(lost) = self.lost.get() {
-            // Even from inside the dropped runtime's context: its clock may be frozen.
-            lost.now()
-        } else if self.in_driver_runtime() {
-            Instant::now()
-        } else {
-            self.driver_now()
-                .unwrap_or_else(|| Instant::from_std(std::time::Instant::now()))
-        }
-    }
-
-    /// Whether the caller's Tokio context is the driver's runtime, so that its Tokio
-    /// clock is the driver's. Asked of the context, not of the thread: a thread that
-    /// ran the driver may since have left its runtime (its `block_on` returned) for one
-    /// whose clock is paused, or entered another one inside it.
-    #[inline]
-    pub(super) fn in_driver_runtime(&self) -> bool {
-        let Some(id) = self.runtime_id else {
-            return true;
-        };
-        tokio::runtime::Handle::try_current().is_ok_and(|current| current.id() == id)
-    }
-
-    /// Now, by the clock the driver follows (its runtime's, which may be paused when
-    /// the caller's is not, or the other way round): what the driver will find when it
-    /// next turns, whoever asks. `None` only when no thread can be started to read it.
-    /// Once the runtime is gone, its clock moved on with the real one ([`Lost`](super::Lost)).
-    ///
-    /// Read in place where that cannot panic; in a thread-local's destructor, once the
-    /// thread's Tokio context is torn down, on a thread of its own
-    /// ([`context::on_own_thread`]). From another runtime's context it enters the
-    /// driver's runtime in place, as cheaply as every `sleep(d)` there needs: that
-    /// panics only while Tokio holds the context borrowed (a future dropped by
-    /// `tokio::spawn` on a runtime that has shut down), which Tokio gives no way to
-    /// ask about. The panic, which happens before `enter` changes anything, is caught
-    /// and the clock read on a thread of its own; under `panic = "abort"` it aborts,
-    /// as Tokio's own `Handle::enter` does there (documented in RELIABILITY.md).
-    pub(crate) fn driver_now(&self) -> Option<Instant> {
-        let Some(runtime) = &self.runtime else {
-            return Some(Instant::now());
-        };
-        if let Some(lost) = self.lost.get() {
-            return Some(lost.now());
-        }
-        match tokio::runtime::Handle::try_current() {
-            Ok(current) if current.id() == runtime.id() => Some(Instant::now()),
-            Ok(_) => catch_unwind(AssertUnwindSafe(|| {
-                let _enter = runtime.enter();
-                Instant::now()
-            }))
-            .ok()
-            .or_else(|| context::on_own_thread(runtime, Instant::now)),
-            Err(e) if e.is_missing_context() => {
-                let _enter = runtime.enter();
-                Some(Instant::now())
-            }
-            Err(_) => context::on_own_thread(runtime, Instant::now),
-        }
     }
 
     /// Whether the deadline `offset` of a future that is not in the wheel has passed,
@@ -113,9 +40,7 @@ impl Shared {
         self.shards.iter().all(|shard| {
             self.clock
                 .is_processed(offset, shard.elapsed.load(Ordering::Acquire))
-        }) || self
-            .driver_now()
-            .is_some_and(|now| self.clock.has_passed(offset, now))
+        }) || self.runtime.has_passed(&self.clock, offset)
     }
 
     /// Registers a future's waker at `step`.
@@ -129,7 +54,7 @@ impl Shared {
         match wheels.futures.insert(step, waker.clone()) {
             Ok(key) => {
                 drop(wheels);
-                self.notify_if_earlier(step);
+                self.parking.notify_if_earlier(step);
                 Registered::Pending(Registration { shard: index, key })
             }
             Err((_, InsertError::Elapsed)) => Registered::Due,
@@ -183,7 +108,7 @@ impl Shared {
             Ok(()) => {
                 wheels.reset += 1;
                 drop(wheels);
-                self.notify_if_earlier(to);
+                self.parking.notify_if_earlier(to);
                 true
             }
             Err(fired) => {

@@ -26,8 +26,9 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
+use super::context;
+use super::shared::Shared;
 use super::turn::Turn;
-use super::{context, Shared};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::Error;
@@ -41,7 +42,7 @@ pub(crate) fn start(
     config: Config,
     runtime: &tokio::runtime::Handle,
 ) -> Result<Arc<Shared>, Error> {
-    let step = config.tick;
+    let tick = config.tick;
     let handle = runtime.clone();
     let made = context::enter(runtime, move || {
         // tokio panics when the runtime was built without its time driver, and offers
@@ -49,7 +50,7 @@ pub(crate) fn start(
         // a panic in the driver task later (under `panic = "abort"` the process
         // aborts, as at any use of Tokio's timer there; documented on `build`).
         let interval = catch_unwind(|| {
-            let mut interval = tokio::time::interval(step);
+            let mut interval = tokio::time::interval(tick);
             interval.set_missed_tick_behavior(MissedTickBehavior::Skip);
             interval
         })
@@ -78,7 +79,7 @@ pub(crate) fn start(
         shared: Arc::downgrade(&shared),
         ended: false,
     };
-    runtime.spawn(run(guard, shared.notify.clone(), interval));
+    runtime.spawn(run(guard, shared.parking.notify().clone(), interval));
     Ok(shared)
 }
 
@@ -93,23 +94,16 @@ struct DriverGuard {
     ended: bool,
 }
 
-impl DriverGuard {
-    fn stopped(&self, shared: &Shared) {
-        shared.stopped.send_replace(true);
-        shared.turned.notify_waiters();
-    }
-}
-
 impl Drop for DriverGuard {
     fn drop(&mut self) {
         if let Some(shared) = self.shared.upgrade() {
             if !self.ended {
-                shared.mark_lost();
+                shared.runtime.mark_lost();
             }
             if !shared.is_shutdown() {
                 shared.driver_lost();
             }
-            self.stopped(&shared);
+            shared.progress.stop();
         }
     }
 }
@@ -157,7 +151,7 @@ async fn run(mut guard: DriverGuard, notify: Arc<Notify>, mut interval: Interval
                 // Shut down: stopped, but the task stays, idle, until the timer is
                 // gone (`Shared`'s drop notifies), so that the loss of its runtime
                 // after the shutdown is still seen (its clock then stops for good).
-                guard.stopped(&shared);
+                shared.progress.stop();
                 drop(shared);
                 // Nothing of Tokio's timer left behind to wake it, or to move a
                 // paused clock.
@@ -207,6 +201,7 @@ async fn wait(
     })
     .await
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;

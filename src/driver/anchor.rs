@@ -1,0 +1,105 @@
+//! The references handles hold a timer by: one [`Anchor`] per shard, each with a
+//! reference count of its own, and room for the one `Sleep` that holds an anchor
+//! alone to keep its [`Fallback`] in.
+
+use std::sync::Arc;
+
+use super::fallback::Fallback;
+use super::shared::{thread_shard, Shared};
+
+/// A strong reference to [`Shared`] with a reference count of its own, one per shard.
+///
+/// Every `Sleep` and `Scheduled` holds one, taken from the creating thread's shard,
+/// instead of a `Timer` clone. Cloning an `Arc` writes its count, and with one count
+/// for the whole timer, threads creating and dropping timeouts at once would pass that
+/// cache line between them twice per timeout. `Timer` handles own the anchors; each
+/// anchor keeps `Shared`, and so the driver, alive, as a `Timer` clone would.
+///
+/// A `Sleep` that meets a wheel that no longer turns takes an anchor of its own and
+/// keeps its [`Fallback`] there: in the room the alignment leaves, so that neither a
+/// `Sleep` nor a shared anchor grows for it.
+#[repr(align(128))] // the counts (at the start of the Arc) alone in their cache lines
+pub(crate) struct Anchor {
+    pub(crate) shared: Arc<Shared>,
+    /// Only in an anchor one `Sleep` holds alone.
+    pub(crate) fallback: Option<Fallback>,
+}
+
+/// A clone holds the same timer and no fallback: what `Arc::make_mut` gives a `Sleep`
+/// that needs an anchor of its own.
+impl Clone for Anchor {
+    fn clone(&self) -> Self {
+        Anchor::new(self.shared.clone())
+    }
+}
+
+impl Anchor {
+    fn new(shared: Arc<Shared>) -> Anchor {
+        Anchor {
+            shared,
+            fallback: None,
+        }
+    }
+
+    /// One anchor per shard of `shared`.
+    pub(crate) fn all(shared: &Arc<Shared>) -> Arc<[Arc<Anchor>]> {
+        (0..shared.shards.len())
+            .map(|_| Arc::new(Anchor::new(shared.clone())))
+            .collect()
+    }
+
+    /// The calling thread's anchor among `anchors` (from [`Anchor::all`]).
+    #[inline]
+    pub(crate) fn local(anchors: &[Arc<Anchor>]) -> Arc<Anchor> {
+        anchors[thread_shard(anchors.len())].clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_thread_holds_its_own_shards_anchor() {
+        let mut config = crate::Builder::default().validate().expect("defaults");
+        config.shards = 2;
+        let shared = Shared::new(config, None);
+        let anchors = Anchor::all(&shared);
+        assert_eq!(anchors.len(), 2);
+        assert_eq!(
+            Arc::strong_count(&shared),
+            3,
+            "the test's and one per anchor"
+        );
+        let here = Anchor::local(&anchors);
+        assert!(
+            Arc::ptr_eq(&here, &Anchor::local(&anchors)),
+            "same thread, same anchor"
+        );
+        // Each thread takes the anchor of its own shard number, and threads are
+        // numbered in turn, so new threads soon cover both (other tests' threads may
+        // take numbers in between, hence the loop).
+        let mut others: Vec<Arc<Anchor>> = Vec::new();
+        for _ in 0..64 {
+            let (number, anchor) = std::thread::scope(|s| {
+                s.spawn(|| (thread_shard(2), Anchor::local(&anchors)))
+                    .join()
+                    .unwrap()
+            });
+            assert!(Arc::ptr_eq(&anchor, &anchors[number]));
+            if !others.iter().any(|seen| Arc::ptr_eq(seen, &anchor)) {
+                others.push(anchor);
+            }
+            if others.len() == 2 {
+                break;
+            }
+        }
+        assert_eq!(others.len(), 2, "threads spread over both anchors");
+        // Holding an anchor holds the shared state: dropping everything else leaves it.
+        let weak = Arc::downgrade(&shared);
+        drop((shared, anchors, others));
+        assert!(weak.upgrade().is_some(), "`here` keeps it");
+        drop(here);
+        assert!(weak.upgrade().is_none());
+    }
+}
