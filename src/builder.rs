@@ -99,8 +99,8 @@ impl Builder {
     /// # Errors
     ///
     /// [`Builder::build`] fails with [`Error::InvalidConfig`] for 0 or more than 2^20.
-    pub fn wheel_size(mut self, slots: usize) -> Self {
-        self.wheel_size = slots;
+    pub fn wheel_size(mut self, ticks: usize) -> Self {
+        self.wheel_size = ticks;
         self
     }
 

@@ -116,7 +116,7 @@ impl Interval {
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
         let scheduled = self.sleep.deadline();
         // A due tick needs no wheel: the first tick and Burst's make-up ticks complete at
-        // once, as tokio's do, instead of waiting for the wheel's next tick.
+        // once, as tokio's do, instead of waiting for the driver's next turn.
         let mut now = self.sleep.shared().now();
         if scheduled > now {
             if Pin::new(&mut self.sleep).poll(cx).is_pending() {

@@ -230,21 +230,22 @@ pub mod loom_hooks {
         Timer::from_shared(Shared::new(config, None))
     }
 
-    /// One driver turn, as if the clock had reached the end of tick `now`.
-    pub fn turn(timer: &Timer, now: u64) {
+    /// One driver turn, as if the clock had reached the end of step `step`.
+    pub fn turn(timer: &Timer, step: u64) {
         let mut expired = Vec::new();
-        let now = timer.shared().clock.step_end(now);
+        let now = timer.shared().clock.step_end(step);
         let _: Turn = timer.shared().turn_to(now, &mut expired);
     }
 
-    /// When tick `tick` of `timer` ends. Models place deadlines with it rather than
-    /// with `Instant::now()`, so a slow machine cannot move them into the next tick.
-    pub fn tick_end(timer: &Timer, tick: u64) -> crate::Instant {
-        timer.shared().clock.step_end(tick)
+    /// When step `step` of `timer`'s wheel ends. Models place deadlines with it
+    /// rather than with `Instant::now()`, so a slow machine cannot move them into the
+    /// next step.
+    pub fn step_end(timer: &Timer, step: u64) -> crate::Instant {
+        timer.shared().clock.step_end(step)
     }
 
-    /// The tick the driver would sleep until after its last turn (`u64::MAX`: until
-    /// notified). No lost wakeup means this is never after a pending entry's tick,
+    /// The step the driver would sleep until after its last turn (`u64::MAX`: until
+    /// notified). No lost wakeup means this is never after a pending entry's step,
     /// unless the driver was notified.
     pub fn parked_until(timer: &Timer) -> u64 {
         timer.shared().parked_until()

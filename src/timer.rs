@@ -315,9 +315,9 @@ impl Timer {
         Ok(())
     }
 
-    /// Waits until the driver has processed every tick that has ended by now: every
-    /// timer due by then has fired (its task woken, its inline callback run), except
-    /// one due within the current quarter tick, the wheel's step. Returns at once
+    /// Waits until the driver has processed every step of the wheel (a quarter tick)
+    /// that has ended by now: every timer due by then has fired (its task woken, its
+    /// inline callback run), except one due within the current step. Returns at once
     /// once the timer is shut down. "Now" is the driver's runtime's clock: it waits
     /// for one complete turn of the driver that started after the call.
     ///

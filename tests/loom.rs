@@ -16,7 +16,7 @@ use std::time::Duration;
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::thread;
 use tokio_wheel::loom_hooks::{
-    capped_timer, kept_alive, lose_driver, parked_until, shutdown, tick_end, timer, turn,
+    capped_timer, kept_alive, lose_driver, parked_until, shutdown, step_end, timer, turn,
 };
 use tokio_wheel::{DelayQueue, Error, Instant, Sleep, Timer};
 
@@ -40,11 +40,11 @@ fn poll(sleep: &mut Sleep, waker: &Waker) -> Poll<()> {
     Pin::new(sleep).poll(&mut Context::from_waker(waker))
 }
 
-/// A deadline inside tick `tick` of `timer`: 1 ms before the tick ends. Taken from the
-/// timer's own tick grid, not from `Instant::now()`, which a slow machine (CI) can push
-/// past a tick boundary between building the timer and computing the deadline.
-fn in_tick(timer: &Timer, tick: u64) -> Instant {
-    tick_end(timer, tick) - Duration::from_millis(1)
+/// A deadline inside step `step` of `timer`: 1 ms before the step ends. Taken from the
+/// timer's own step grid, not from `Instant::now()`, which a slow machine (CI) can push
+/// past a step boundary between building the timer and computing the deadline.
+fn in_step(timer: &Timer, step: u64) -> Instant {
+    step_end(timer, step) - Duration::from_millis(1)
 }
 
 #[test]
@@ -54,7 +54,7 @@ fn cancel_vs_fire_exactly_once() {
         let ran = Arc::new(AtomicUsize::new(0));
         let r = ran.clone();
         let handle = timer
-            .schedule_at(in_tick(&timer, 1), move || {
+            .schedule_at(in_step(&timer, 1), move || {
                 r.fetch_add(1, Ordering::SeqCst);
             })
             .unwrap();
@@ -80,7 +80,7 @@ fn cancel_vs_fire_exactly_once() {
 fn state_vs_cancel_never_looks_expired() {
     loom::model(|| {
         let timer = timer(TICK);
-        let handle = Arc::new(timer.schedule_at(in_tick(&timer, 1), || ()).unwrap());
+        let handle = Arc::new(timer.schedule_at(in_step(&timer, 1), || ()).unwrap());
         let canceller = {
             let handle = handle.clone();
             thread::spawn(move || handle.cancel())
@@ -93,10 +93,10 @@ fn state_vs_cancel_never_looks_expired() {
 }
 
 #[test]
-fn registration_vs_tick_loses_no_wakeup() {
+fn registration_vs_turn_loses_no_wakeup() {
     loom::model(|| {
         let timer = timer(TICK);
-        let mut sleep = timer.sleep_until(in_tick(&timer, 1));
+        let mut sleep = timer.sleep_until(in_step(&timer, 1));
         let driver = {
             let timer = timer.clone();
             thread::spawn(move || turn(&timer, 1))
@@ -104,7 +104,7 @@ fn registration_vs_tick_loses_no_wakeup() {
         let (woken, waker) = flag();
         let first = poll(&mut sleep, &waker);
         driver.join().unwrap();
-        // Either it saw the tick already processed, or the tick woke it.
+        // Either it saw the step already processed, or the turn woke it.
         assert!(first.is_ready() || woken.0.load(Ordering::SeqCst));
         assert!(poll(&mut sleep, &waker).is_ready());
         assert_eq!(timer.pending(), 0);
@@ -112,25 +112,25 @@ fn registration_vs_tick_loses_no_wakeup() {
 }
 
 /// A registration racing the driver's park: after both, the driver is either due to
-/// wake by the entry's tick or was notified (the registration lowered `parked_until`).
+/// wake by the entry's step or was notified (the registration lowered `parked_until`).
 #[test]
 fn registration_vs_park_loses_no_wakeup() {
     loom::model(|| {
         let timer = timer(TICK);
-        // Something pending at tick 5 so that the driver parks until 5.
-        let mut anchor = timer.sleep_until(in_tick(&timer, 5));
+        // Something pending at step 5 so that the driver parks until 5.
+        let mut anchor = timer.sleep_until(in_step(&timer, 5));
         let (_, waker) = flag();
         assert!(poll(&mut anchor, &waker).is_pending());
         let driver = {
             let timer = timer.clone();
             thread::spawn(move || turn(&timer, 1))
         };
-        let mut early = timer.sleep_until(in_tick(&timer, 3));
+        let mut early = timer.sleep_until(in_step(&timer, 3));
         assert!(poll(&mut early, &waker).is_pending());
         driver.join().unwrap();
         assert!(
             parked_until(&timer) <= 3,
-            "driver parked past tick 3: {}",
+            "driver parked past step 3: {}",
             parked_until(&timer)
         );
     });
@@ -140,16 +140,16 @@ fn registration_vs_park_loses_no_wakeup() {
 fn reset_vs_fire_moves_or_refires() {
     loom::model(|| {
         let timer = timer(TICK);
-        let mut sleep = timer.sleep_until(in_tick(&timer, 1));
+        let mut sleep = timer.sleep_until(in_step(&timer, 1));
         let (woken, waker) = flag();
         assert!(poll(&mut sleep, &waker).is_pending());
         let driver = {
             let timer = timer.clone();
             thread::spawn(move || turn(&timer, 1))
         };
-        sleep.reset(in_tick(&timer, 3));
+        sleep.reset(in_step(&timer, 3));
         driver.join().unwrap();
-        // Whatever the order, the sleep now waits for tick 3, and completes there.
+        // Whatever the order, the sleep now waits for step 3, and completes there.
         let before = poll(&mut sleep, &waker);
         assert!(before.is_pending(), "completed before its new deadline");
         woken.0.store(false, Ordering::SeqCst);
@@ -161,7 +161,7 @@ fn reset_vs_fire_moves_or_refires() {
 }
 
 /// `Scheduled::reset` racing the callback's expiry: either the reset moved it (and it
-/// runs once, at the new tick) or it had fired (and the reset says so); never both,
+/// runs once, at the new step) or it had fired (and the reset says so); never both,
 /// never neither.
 #[test]
 fn scheduled_reset_vs_fire_exactly_once() {
@@ -170,7 +170,7 @@ fn scheduled_reset_vs_fire_exactly_once() {
         let ran = Arc::new(AtomicUsize::new(0));
         let r = ran.clone();
         let handle = timer
-            .schedule_at(in_tick(&timer, 1), move || {
+            .schedule_at(in_step(&timer, 1), move || {
                 r.fetch_add(1, Ordering::SeqCst);
             })
             .unwrap();
@@ -178,7 +178,7 @@ fn scheduled_reset_vs_fire_exactly_once() {
             let timer = timer.clone();
             thread::spawn(move || turn(&timer, 1))
         };
-        let moved = handle.reset_at(in_tick(&timer, 3));
+        let moved = handle.reset_at(in_step(&timer, 3));
         driver.join().unwrap();
         assert_eq!(ran.load(Ordering::SeqCst), usize::from(!moved));
         assert_eq!(handle.is_expired(), !moved);
@@ -203,7 +203,7 @@ fn scheduled_reset_vs_cancel_cancels() {
         let r = ran.clone();
         let handle = Arc::new(
             timer
-                .schedule_at(in_tick(&timer, 1), move || {
+                .schedule_at(in_step(&timer, 1), move || {
                     r.fetch_add(1, Ordering::SeqCst);
                 })
                 .unwrap(),
@@ -212,7 +212,7 @@ fn scheduled_reset_vs_cancel_cancels() {
             let handle = handle.clone();
             thread::spawn(move || handle.cancel())
         };
-        let moved = handle.reset_at(in_tick(&timer, 3));
+        let moved = handle.reset_at(in_step(&timer, 3));
         let cancelled = canceller.join().unwrap();
         assert!(cancelled, "cancel missed the moved entry (moved: {moved})");
         assert!(handle.is_cancelled());
@@ -233,7 +233,7 @@ fn delay_queue_consumer_vs_insert_and_expiry_loses_no_wakeup() {
         let producer = {
             let (queue, timer) = (queue.clone(), timer.clone());
             thread::spawn(move || {
-                queue.insert_at(7u8, in_tick(&timer, 1));
+                queue.insert_at(7u8, in_step(&timer, 1));
                 turn(&timer, 1);
             })
         };
@@ -263,7 +263,7 @@ fn delay_queue_two_consumers_take_a_value_once() {
     loom::model(|| {
         let timer = timer(TICK);
         let queue = DelayQueue::with_timer(&timer);
-        queue.insert_at(7u8, in_tick(&timer, 1));
+        queue.insert_at(7u8, in_step(&timer, 1));
         let driver = {
             let timer = timer.clone();
             thread::spawn(move || turn(&timer, 1))
@@ -303,12 +303,12 @@ fn delay_queue_reset_vs_expiry_exactly_once() {
     loom::model(|| {
         let timer = timer(TICK);
         let queue = DelayQueue::with_timer(&timer);
-        let key = queue.insert_at(7u8, in_tick(&timer, 1));
+        let key = queue.insert_at(7u8, in_step(&timer, 1));
         let driver = {
             let timer = timer.clone();
             thread::spawn(move || turn(&timer, 1))
         };
-        let moved = queue.reset_at(&key, in_tick(&timer, 3));
+        let moved = queue.reset_at(&key, in_step(&timer, 3));
         driver.join().unwrap();
         let (_, waker) = flag();
         let mut cx = Context::from_waker(&waker);
@@ -332,18 +332,18 @@ fn delay_queue_last_value_taken_vs_refused_insert_loses_nothing() {
     loom::model(|| {
         let timer = capped_timer(TICK, 1);
         let queue = DelayQueue::with_timer(&timer);
-        queue.insert_at(1u8, in_tick(&timer, 1));
+        queue.insert_at(1u8, in_step(&timer, 1));
         let (_, waker) = flag();
         let mut cx = Context::from_waker(&waker);
         // Waiting: the queue's sleep is armed for the timer's shutdown.
         assert!(queue.poll_expired(&mut cx).is_pending());
         turn(&timer, 1);
         // The timer is full again: the next insert goes to the queue's fallback.
-        let _filler = timer.schedule_at(in_tick(&timer, 50), || {}).unwrap();
+        let _filler = timer.schedule_at(in_step(&timer, 50), || {}).unwrap();
         let producer = {
             let (queue, timer) = (queue.clone(), timer.clone());
             thread::spawn(move || {
-                queue.insert_at(2u8, in_tick(&timer, 1));
+                queue.insert_at(2u8, in_step(&timer, 1));
             })
         };
         let mut taken = Vec::new();
@@ -363,12 +363,12 @@ fn delay_queue_last_value_taken_vs_refused_insert_loses_nothing() {
 fn drop_vs_fire_frees_the_entry() {
     loom::model(|| {
         let timer = timer(TICK);
-        let mut sleep = timer.sleep_until(in_tick(&timer, 1));
+        let mut sleep = timer.sleep_until(in_step(&timer, 1));
         let (_woken, waker) = flag();
         assert!(poll(&mut sleep, &waker).is_pending());
         // Another timer whose entry could reuse the freed slot: a stale key must not
         // remove it.
-        let mut other = timer.sleep_until(in_tick(&timer, 5));
+        let mut other = timer.sleep_until(in_step(&timer, 5));
         let driver = {
             let timer = timer.clone();
             thread::spawn(move || turn(&timer, 1))
@@ -392,7 +392,7 @@ fn shutdown_vs_schedule_loses_nothing() {
             let ran = ran.clone();
             thread::spawn(move || {
                 timer
-                    .schedule_at(in_tick(&timer, 2), move || {
+                    .schedule_at(in_step(&timer, 2), move || {
                         ran.fetch_add(1, Ordering::SeqCst);
                     })
                     .map(|handle| handle.detach())
@@ -437,13 +437,13 @@ fn schedule_detached_vs_last_callback_keeps_the_timer_alive() {
 fn detached_vs_last_callback(detached: fn(&Timer, Instant)) {
     loom::model(move || {
         let timer = timer(TICK);
-        detached(&timer, in_tick(&timer, 1));
+        detached(&timer, in_step(&timer, 1));
         assert!(kept_alive(&timer));
         let driver = {
             let timer = timer.clone();
             thread::spawn(move || turn(&timer, 1))
         };
-        detached(&timer, in_tick(&timer, 5));
+        detached(&timer, in_step(&timer, 5));
         driver.join().unwrap();
         assert_eq!(timer.pending(), 1);
         assert!(kept_alive(&timer), "a detached callback is pending unkept");
@@ -462,7 +462,7 @@ fn detached_vs_last_callback(detached: fn(&Timer, Instant)) {
 fn detach_vs_driver_lost_counts_the_callback_stranded() {
     loom::model(|| {
         let timer = timer(TICK);
-        let handle = timer.schedule_at(in_tick(&timer, 100), || {}).unwrap();
+        let handle = timer.schedule_at(in_step(&timer, 100), || {}).unwrap();
         let lost = {
             let timer = timer.clone();
             thread::spawn(move || lose_driver(&timer))
@@ -482,13 +482,13 @@ fn detach_vs_driver_lost_counts_the_callback_stranded() {
 fn schedule_vs_schedule_at_capacity_refuses_only_for_a_pending_callback() {
     loom::model(|| {
         let timer = capped_timer(TICK, 1);
-        let first = timer.schedule_at(in_tick(&timer, 1), || ()).unwrap();
+        let first = timer.schedule_at(in_step(&timer, 1), || ()).unwrap();
         let other = {
             let timer = timer.clone();
-            thread::spawn(move || timer.schedule_at(in_tick(&timer, 1), || ()))
+            thread::spawn(move || timer.schedule_at(in_step(&timer, 1), || ()))
         };
         assert!(first.cancel());
-        let again = timer.schedule_at(in_tick(&timer, 1), || ());
+        let again = timer.schedule_at(in_step(&timer, 1), || ());
         let other = other.join().unwrap();
         assert!(
             again.is_ok() != other.is_ok(),

@@ -111,12 +111,13 @@ impl Shared {
                 self.parking.notify_if_earlier(to);
                 true
             }
-            Err(fired) => {
-                // Moved to a step already processed: out of the wheel, its task woken
-                // to complete it. Still a reset (a pending timer moved), not a cancel.
-                wheels.reset += u64::from(fired.is_some());
+            Err(due) => {
+                // Moved to a step already processed: out of the wheel (the entry is
+                // due, not fired), its task woken to complete it. Still a reset (a
+                // pending timer moved), not a cancel.
+                wheels.reset += u64::from(due.is_some());
                 drop(wheels);
-                if let Some(waker) = fired {
+                if let Some(waker) = due {
                     waker.wake();
                 }
                 false
