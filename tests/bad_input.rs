@@ -7,11 +7,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_wheel::{Error, Sleep, Timer};
 
-const TICK: Duration = Duration::from_millis(10);
-
-fn timer() -> Timer {
-    Timer::builder().tick(TICK).build().unwrap()
-}
+mod common;
+use common::{timer, TICK};
 
 #[tokio::test(start_paused = true)]
 async fn schedule_saturates_huge_delays() {

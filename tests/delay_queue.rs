@@ -12,14 +12,7 @@ use tokio::time::Instant;
 use tokio_wheel::{DelayQueue, Error, Expired, Timer};
 
 mod common;
-
-const TICK: Duration = Duration::from_millis(10);
-/// Lateness allowed: less than a tick plus Tokio's millisecond.
-const LATE: Duration = Duration::from_millis(11);
-
-fn timer() -> Timer {
-    Timer::builder().tick(TICK).build().unwrap()
-}
+use common::{timer, LATE, TICK};
 
 /// Several deadlines, inserted out of order; consumers get them in order, never
 /// early, less than a tick (and a millisecond) late.

@@ -8,12 +8,10 @@ use futures::StreamExt;
 use tokio::time::Instant;
 use tokio_wheel::{MissedTickBehavior, Timer};
 
-const TICK: Duration = Duration::from_millis(10);
-const PERIOD: Duration = Duration::from_millis(100);
+mod common;
+use common::{timer, TICK};
 
-fn timer() -> Timer {
-    Timer::builder().tick(TICK).build().unwrap()
-}
+const PERIOD: Duration = Duration::from_millis(100);
 
 #[tokio::test(start_paused = true)]
 async fn first_tick_at_once_then_every_period() {

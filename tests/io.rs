@@ -11,25 +11,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 use tokio_wheel::io::TimeoutStream;
-use tokio_wheel::Timer;
 
-const TICK: Duration = Duration::from_millis(10);
+mod common;
+use common::{assert_within, timer, LATE};
+
 /// How long a paused test waits for a cut that a broken wrapper never makes.
 const HOUR: Duration = Duration::from_secs(3600);
-/// Lateness allowed: less than a tick plus Tokio's millisecond.
-const LATE: Duration = Duration::from_millis(11);
-
-fn timer() -> Timer {
-    Timer::builder().tick(TICK).build().unwrap()
-}
-
-fn assert_between(took: Duration, timeout: Duration) {
-    assert!(took >= timeout, "cut early, after {took:?} of {timeout:?}");
-    assert!(
-        took < timeout + LATE,
-        "cut late, after {took:?} of {timeout:?}"
-    );
-}
 
 #[tokio::test(start_paused = true)]
 async fn a_silent_peer_is_cut_after_the_read_timeout_never_early() {
@@ -44,12 +31,12 @@ async fn a_silent_peer_is_cut_after_the_read_timeout_never_early() {
         read.expect("never cut").unwrap_err().kind(),
         ErrorKind::TimedOut
     );
-    assert_between(start.elapsed(), Duration::from_millis(750));
+    assert_within(Duration::from_millis(750), start.elapsed(), LATE);
     // The next read waits a full timeout again.
     let again = Instant::now();
     let err = client.read(&mut [0; 8]).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::TimedOut);
-    assert_between(again.elapsed(), Duration::from_millis(750));
+    assert_within(Duration::from_millis(750), again.elapsed(), LATE);
 }
 
 /// A peer that sends more often than the timeout is never cut, however long the
@@ -80,7 +67,7 @@ async fn an_active_peer_is_never_cut_and_each_wait_moves_one_entry() {
     let (_server, last) = writer.await.unwrap();
     let err = client.read(&mut buf).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::TimedOut);
-    assert_between(last.elapsed(), timeout);
+    assert_within(timeout, last.elapsed(), LATE);
 }
 
 #[tokio::test(start_paused = true)]
@@ -106,7 +93,7 @@ async fn a_peer_that_stops_reading_cuts_the_write_after_the_write_timeout() {
     let start = Instant::now();
     let err = client.write_all(&[7; 1024]).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::TimedOut);
-    assert_between(start.elapsed(), Duration::from_millis(300));
+    assert_within(Duration::from_millis(300), start.elapsed(), LATE);
     // Reads are not timed by the write timeout.
     assert_eq!(client.read_timeout(), None);
 }
@@ -150,13 +137,13 @@ async fn flush_and_shutdown_are_timed_by_the_write_timeout() {
         .await
         .expect("never cut");
     assert_eq!(flushed.unwrap_err().kind(), ErrorKind::TimedOut);
-    assert_between(start.elapsed(), Duration::from_millis(200));
+    assert_within(Duration::from_millis(200), start.elapsed(), LATE);
     let start = Instant::now();
     let shut = tokio::time::timeout(HOUR, stream.shutdown())
         .await
         .expect("never cut");
     assert_eq!(shut.unwrap_err().kind(), ErrorKind::TimedOut);
-    assert_between(start.elapsed(), Duration::from_millis(200));
+    assert_within(Duration::from_millis(200), start.elapsed(), LATE);
     let _: &Stalled = stream.get_ref();
     let _: &mut Stalled = stream.get_mut();
     let Stalled = stream.into_inner();
@@ -239,14 +226,14 @@ async fn pinned_setters_time_a_pinned_stream() {
         read.expect("never cut").unwrap_err().kind(),
         ErrorKind::TimedOut
     );
-    assert_between(start.elapsed(), Duration::from_millis(120));
+    assert_within(Duration::from_millis(120), start.elapsed(), LATE);
     let start = Instant::now();
     let write = tokio::time::timeout(HOUR, stream.as_mut().write_all(&[1; 64])).await;
     assert_eq!(
         write.expect("never cut").unwrap_err().kind(),
         ErrorKind::TimedOut
     );
-    assert_between(start.elapsed(), Duration::from_millis(80));
+    assert_within(Duration::from_millis(80), start.elapsed(), LATE);
 }
 
 /// A connection loop that writes a heartbeat every 100 ms in `select!` drops and
@@ -283,7 +270,7 @@ async fn a_read_restarted_by_select_keeps_timing_the_peers_silence() {
         assert!(silent_since.elapsed() < HOUR, "never cut");
     };
     assert_eq!(err.kind(), ErrorKind::TimedOut);
-    assert_between(silent_since.elapsed(), timeout);
+    assert_within(timeout, silent_since.elapsed(), LATE);
     assert!(
         heartbeats >= 3,
         "the read was restarted: {heartbeats} heartbeats"
@@ -299,7 +286,7 @@ async fn a_read_restarted_by_select_keeps_timing_the_peers_silence() {
     let start = Instant::now();
     let err = client.read(&mut buf).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::TimedOut);
-    assert_between(start.elapsed(), timeout);
+    assert_within(timeout, start.elapsed(), LATE);
     drop(client);
     assert!(peer.await.unwrap().is_ok());
 }

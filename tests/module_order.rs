@@ -143,37 +143,43 @@ fn reexports(lib: &str) -> BTreeMap<String, Option<String>> {
     names
 }
 
-/// The module file a reference names: `crate::wheel` → `wheel.rs`, `crate::Sleep` →
-/// `sleep.rs` (through lib.rs), `crate::driver` → `driver/mod.rs`; `super::turn` in
-/// `driver/` → `driver/turn.rs`. `None` for another crate's re-export.
+/// The module file a reference names: `crate::wheel` -> `wheel.rs`, `crate::Sleep` ->
+/// `sleep.rs` (through lib.rs's re-exports), `crate::driver` -> `driver/mod.rs`;
+/// `super::turn` in `driver/` -> `driver/turn.rs`, `super::Shared` there -> the file
+/// `driver/mod.rs` re-exports it from, or `driver/mod.rs` itself. `None` for another
+/// crate's re-export.
 fn target(
     name: &str,
-    in_driver: bool,
+    folder: Option<&str>,
     ranks: &BTreeMap<String, usize>,
-    crate_names: &BTreeMap<String, Option<String>>,
-    driver_names: &BTreeMap<String, Option<String>>,
+    root_names: &BTreeMap<String, Option<String>>,
+    folder_names: &BTreeMap<String, Option<String>>,
 ) -> Option<String> {
-    let (dir, names) = if in_driver {
-        ("driver/", driver_names)
-    } else {
-        ("", crate_names)
-    };
+    let prefix = folder.map_or(String::new(), |folder| format!("{folder}/"));
     let file = |module: &str| -> String {
-        if !in_driver && module == "driver" {
-            "driver/mod.rs".to_string()
+        let plain = format!("{prefix}{module}.rs");
+        if ranks.contains_key(&plain) {
+            plain
         } else {
-            format!("{dir}{module}.rs")
+            format!("{prefix}{module}/mod.rs")
         }
     };
     if ranks.contains_key(&file(name)) {
         return Some(file(name));
     }
+    let names = if folder.is_some() {
+        folder_names
+    } else {
+        root_names
+    };
     match names.get(name) {
         Some(Some(module)) => Some(file(module)),
         Some(None) => None,
-        // Defined in `driver/mod.rs` itself.
-        None if in_driver => Some("driver/mod.rs".to_string()),
-        None => panic!("cannot tell which module `{name}` is"),
+        None => match folder {
+            // Defined in the folder's `mod.rs` itself.
+            Some(folder) => Some(format!("{folder}/mod.rs")),
+            None => panic!("cannot tell which module `{name}` is"),
+        },
     }
 }
 
@@ -234,7 +240,6 @@ fn violations(root: &Path) -> Vec<String> {
     let ranks = ranks(root);
     let src = root.join("src");
     let crate_names = reexports(&code(&src.join("lib.rs")));
-    let driver_names = reexports(&code(&src.join("driver/mod.rs")));
     let mut files = Vec::new();
     sources(&src, "", &mut files);
     files.sort();
@@ -263,18 +268,27 @@ fn violations(root: &Path) -> Vec<String> {
             found.push(format!("{name} is not in DESIGN.md's module table"));
             continue;
         };
+        let folder = name.rsplit_once('/').map(|(folder, _)| folder);
+        let folder_names = folder.map_or_else(BTreeMap::new, |folder| {
+            reexports(&code(&src.join(folder).join("mod.rs")))
+        });
         let code = code(path);
-        let in_driver = name.starts_with("driver/");
         let mut targets = BTreeSet::new();
         for segment in first_segments(&code, "crate::") {
-            if in_driver && segment == "driver" {
-                continue;
+            if Some(segment.as_str()) == folder {
+                continue; // a path into its own folder, as `super::` is
             }
-            targets.extend(target(&segment, false, &ranks, &crate_names, &driver_names));
+            targets.extend(target(&segment, None, &ranks, &crate_names, &folder_names));
         }
-        if in_driver {
+        if folder.is_some() {
             for segment in first_segments(&code, "super::") {
-                targets.extend(target(&segment, true, &ranks, &crate_names, &driver_names));
+                targets.extend(target(
+                    &segment,
+                    folder,
+                    &ranks,
+                    &crate_names,
+                    &folder_names,
+                ));
             }
         }
         for target in targets {
@@ -282,7 +296,7 @@ fn violations(root: &Path) -> Vec<String> {
                 found.push(format!("{name} uses {target}, which is not below it"));
             }
         }
-        if in_driver {
+        if folder == Some("driver") {
             for (method, home) in &defined_in {
                 if home == name || ranks[home] < rank {
                     continue;

@@ -7,16 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tokio_wheel::Timer;
 
 mod common;
-use common::timer_on_a_paused_runtime;
-
-const TICK: Duration = Duration::from_millis(10);
-
-fn timer() -> Timer {
-    Timer::builder().tick(TICK).build().unwrap()
-}
+use common::{timer, timer_on_a_paused_runtime, TICK};
 
 /// A callback that records when it ran.
 fn recorder() -> (Arc<Mutex<Vec<Instant>>>, impl FnOnce() + Send + 'static) {

@@ -8,18 +8,13 @@ use tokio::time::Instant;
 use tokio_wheel::{Error, Timer};
 
 mod common;
-use common::{timer_on_a_paused_runtime, timer_on_its_own_runtime};
+use common::{
+    current_thread_runtime, timer, timer_on_a_paused_runtime, timer_on_its_own_runtime, SLACK, TICK,
+};
 
-const TICK: Duration = Duration::from_millis(10);
 /// Tokio's timer, which times a shut-down timer's futures, rounds up to its
 /// millisecond.
 const MS: Duration = Duration::from_millis(1);
-/// Real-clock tests: how late a busy two-core machine may make a wakeup.
-const SLACK: Duration = Duration::from_millis(150);
-
-fn timer() -> Timer {
-    Timer::builder().tick(TICK).build().unwrap()
-}
 
 /// Asserts `at` lies in `[deadline, deadline + late)`.
 fn on_time(at: Instant, deadline: Instant, late: Duration) {
@@ -129,10 +124,7 @@ fn real_now() -> Instant {
 #[test]
 fn after_shutdown_sleeps_from_another_runtime_are_never_early() {
     let (_driver, timer) = timer_on_its_own_runtime();
-    let caller = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let caller = current_thread_runtime();
     caller.block_on(async {
         assert!(timer.shutdown().await.is_empty());
         let start = real_now();
@@ -159,10 +151,7 @@ fn after_shutdown_sleeps_from_another_runtime_are_never_early() {
 #[test]
 fn after_the_runtimes_loss_a_sleep_from_another_runtime_is_never_early() {
     let (driver, timer) = timer_on_its_own_runtime();
-    let caller = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let caller = current_thread_runtime();
     let after = Duration::from_millis(600);
     let deadline = real_now() + after;
     let sleep = timer.sleep_until(deadline);

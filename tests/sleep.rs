@@ -4,30 +4,14 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Wake, Waker};
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_wheel::{Sleep, Timer};
 
-const TICK: Duration = Duration::from_millis(10);
-
-fn timer() -> Timer {
-    Timer::builder().tick(TICK).build().unwrap()
-}
-
-/// Asserts `took` is within `[requested, requested + TICK)`.
-#[track_caller]
-fn assert_on_time(requested: Duration, took: Duration) {
-    assert!(
-        took >= requested,
-        "early: asked {requested:?}, took {took:?}"
-    );
-    assert!(
-        took < requested + TICK,
-        "late: asked {requested:?}, took {took:?}"
-    );
-}
+mod common;
+use common::{assert_on_time, poll, timer, TICK};
 
 struct Counter(AtomicUsize);
 impl Wake for Counter {
@@ -38,10 +22,6 @@ impl Wake for Counter {
 fn counting_waker() -> (Arc<Counter>, Waker) {
     let c = Arc::new(Counter(AtomicUsize::new(0)));
     (c.clone(), Waker::from(c))
-}
-
-fn poll(sleep: &mut Sleep, waker: &Waker) -> Poll<()> {
-    Pin::new(sleep).poll(&mut Context::from_waker(waker))
 }
 
 #[test]

@@ -3,13 +3,10 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tokio_wheel::{Elapsed, Timeout, Timer};
+use tokio_wheel::{Elapsed, Timeout};
 
-const TICK: Duration = Duration::from_millis(10);
-
-fn timer() -> Timer {
-    Timer::builder().tick(TICK).build().unwrap()
-}
+mod common;
+use common::{timer, TICK};
 
 #[test]
 fn timeout_is_unpin_when_its_future_is() {

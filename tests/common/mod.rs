@@ -1,12 +1,88 @@
-//! Helpers shared by the behaviour tests: what runs while Tokio holds its context
-//! borrowed, and re-running a test in a child process (for a path that aborts).
-#![allow(dead_code)] // each test file uses some
+//! Helpers shared by the behaviour tests: the tick and timers they use, polling a
+//! `Sleep` by hand, the lateness bounds, runtimes, what runs while Tokio holds its
+//! context borrowed, and re-running a test in a child process (for a path that aborts).
+#![allow(dead_code, unreachable_pub)] // each test file uses some
 
 use std::future::Future;
-use std::task::Poll;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use tokio_wheel::Timer;
+use tokio_wheel::{Executor, Sleep, Timer};
+
+/// The tick of the tests' timers.
+pub const TICK: Duration = Duration::from_millis(10);
+
+/// How late a timer may fire: less than a tick and Tokio's millisecond (Tokio wakes
+/// the driver on its whole milliseconds, where a tick's end rarely falls).
+pub const LATE: Duration = Duration::from_millis(11);
+
+/// How late a busy two-core machine may make a wakeup, beyond [`LATE`]: the bound of
+/// the few real-clock tests.
+pub const SLACK: Duration = Duration::from_millis(150);
+
+/// A timer with a [`TICK`] tick, driven on the current runtime.
+pub fn timer() -> Timer {
+    Timer::builder().tick(TICK).build().unwrap()
+}
+
+/// A timer as [`timer`], running callbacks on `executor`.
+pub fn timer_with(executor: Executor) -> Timer {
+    Timer::builder()
+        .tick(TICK)
+        .executor(executor)
+        .build()
+        .unwrap()
+}
+
+/// Polls `sleep` once with `waker`.
+pub fn poll(sleep: &mut Sleep, waker: &Waker) -> Poll<()> {
+    Pin::new(sleep).poll(&mut Context::from_waker(waker))
+}
+
+/// Asserts `took` is within `[requested, requested + TICK)`: never early, less than a
+/// tick late (on the paused clock with whole-millisecond ticks, where Tokio's wakeups
+/// fall on the ticks' ends).
+#[track_caller]
+pub fn assert_on_time(requested: Duration, took: Duration) {
+    assert_within(requested, took, TICK);
+}
+
+/// Asserts `took` is within `[requested, requested + late)`.
+#[track_caller]
+pub fn assert_within(requested: Duration, took: Duration, late: Duration) {
+    assert!(
+        took >= requested,
+        "early: asked {requested:?}, took {took:?}"
+    );
+    assert!(
+        took < requested + late,
+        "late: asked {requested:?}, took {took:?}"
+    );
+}
+
+/// A current-thread runtime with its I/O and time drivers: it runs nothing (its
+/// timers' drivers included) until `block_on`.
+pub fn current_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A timer with a [`TICK`] tick whose driver runs on `runtime`.
+pub fn timer_on(runtime: &tokio::runtime::Handle) -> Timer {
+    Timer::builder().tick(TICK).build_on(runtime).unwrap()
+}
+
+/// A current-thread runtime whose clock starts paused (time driver only).
+pub fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
 
 /// A future, ready at once, that runs its closure when dropped: what `tokio::spawn`
 /// on a runtime that has shut down does with it runs inside Tokio, while Tokio holds
@@ -95,14 +171,11 @@ pub fn runtime_with_time() -> tokio::runtime::Runtime {
 /// A timer (10 ms tick) whose driver runs on a one-worker runtime of its own.
 pub fn timer_on_its_own_runtime() -> (tokio::runtime::Runtime, Timer) {
     let runtime = runtime_with_time();
-    let timer = Timer::builder()
-        .tick(Duration::from_millis(10))
-        .build_on(runtime.handle())
-        .unwrap();
+    let timer = timer_on(runtime.handle());
     (runtime, timer)
 }
 
-/// A timer (10 ms tick) whose driver runs on a current-thread runtime of its own, with
+/// A timer ([`TICK`]) whose driver runs on a current-thread runtime of its own, with
 /// its clock paused.
 pub fn timer_on_a_paused_runtime() -> (tokio::runtime::Runtime, Timer) {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -110,9 +183,6 @@ pub fn timer_on_a_paused_runtime() -> (tokio::runtime::Runtime, Timer) {
         .start_paused(true)
         .build()
         .unwrap();
-    let timer = Timer::builder()
-        .tick(Duration::from_millis(10))
-        .build_on(runtime.handle())
-        .unwrap();
+    let timer = timer_on(runtime.handle());
     (runtime, timer)
 }
