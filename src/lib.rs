@@ -21,7 +21,7 @@
 //! * [`io::TimeoutStream`] — idle read and write timeouts on any `AsyncRead` /
 //!   `AsyncWrite`, moved in place as data flows.
 //! * [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`],
-//!   [`interval_at`] — the same on a process-wide [default timer](#default-timer), at
+//!   [`interval_at`] — the same on the [default timer](#default-timer), at
 //!   the paths `tokio::time` has them, as are [`error::Elapsed`] and `Duration`,
 //!   `Instant` and `MissedTickBehavior` (re-exported: they are std's and Tokio's own
 //!   types, so values mix with `tokio::time`'s): swapping `tokio::time` for
@@ -90,7 +90,8 @@
 //! `tower::TimeoutLayer::new` use one process-wide [`Timer`] (10 ms tick) created on
 //! first use, whose driver runs on its own thread with its own current-thread runtime,
 //! so they work from any runtime or none, at the cost of an explicit `Timer`. Because
-//! it runs elsewhere, it follows the **real clock**, not a test's paused one.
+//! it runs elsewhere, it follows the **real clock**, not a test's paused one, unless
+//! the feature `test-util` is on.
 //!
 //! With the feature **`test-util`**, meant for `[dev-dependencies]` as Tokio's is, they
 //! use a timer on the *caller's* runtime instead, built on its first use there, which

@@ -35,8 +35,8 @@ use crate::driver::{Anchor, Registered, Registration, Shared, REGISTRATION_BITS}
 /// After [`Timer::shutdown`](crate::Timer::shutdown), or once the driver's runtime has
 /// shut down, a `Sleep` of that timer, pending then or made later, still completes no
 /// earlier than its deadline: Tokio's timer times it instead of the wheel, on the
-/// driver's runtime when polled from a task there, otherwise on the default timer's
-/// runtime (the real clock; while the driver's runtime is alive, its clock, which may
+/// driver's runtime when polled from a task there, otherwise on the process-wide
+/// default timer's runtime (the real clock; while the driver's runtime is alive, its clock, which may
 /// be paused, must agree). It neither hangs nor completes early. Only a `Sleep` that
 /// meets a stopped wheel pays for this (an allocation).
 ///

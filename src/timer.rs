@@ -362,9 +362,9 @@ impl Timer {
     /// [`Interval`] of this timer, pending now or made later, still completes no
     /// earlier than its deadline, timed by Tokio's timer instead of the wheel: on
     /// the driver's runtime when polled from a task there (its clock, paused or not),
-    /// otherwise on the [default timer](crate#default-timer)'s runtime (the real
-    /// clock, checked against the driver's runtime's clock while that runtime is
-    /// alive). So no task waits for ever, and no loop on an `Interval` spins.
+    /// otherwise on the process-wide [default timer](crate#default-timer)'s runtime
+    /// (the real clock, checked against the driver's runtime's clock while that
+    /// runtime is alive). So no task waits for ever, and no loop on an `Interval` spins.
     ///
     /// [`pending`]: Timer::pending
     ///

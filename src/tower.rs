@@ -42,7 +42,8 @@ use crate::Timer;
 
 /// Applies a [`Timeout`] to every request of the services it wraps.
 ///
-/// [`new`](TimeoutLayer::new) uses the process-wide [default timer](crate#default-timer),
+/// [`new`](TimeoutLayer::new) uses the [default timer](crate#default-timer) (the
+/// process-wide one; with the feature `test-util`, the caller's runtime's),
 /// [`with_timer`](TimeoutLayer::with_timer) an explicit [`Timer`] (whose tick bounds
 /// how late a request is cut off, and which follows Tokio's paused clock in tests).
 #[derive(Clone, Debug)]
