@@ -179,6 +179,7 @@ where
 
 pin_project! {
     /// The future of a [`Timeout`] service's response.
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct ResponseFuture<F> {
         #[pin]
         inner: crate::Timeout<F>,

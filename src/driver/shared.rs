@@ -423,7 +423,6 @@ mod tests {
                 config.shards = shards;
                 let shared = Shared::new(config, None);
                 let idle = shared.heap_bytes();
-                eprintln!("idle: {shards} shards, wheel_size {wheel_size}: {idle} bytes");
                 assert!(idle <= shards * 1024, "{shards} shards: {idle} bytes idle");
                 let waker = std::task::Waker::noop();
                 let Registered::Pending(_) = shared.register(2, waker) else {
