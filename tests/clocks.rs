@@ -134,12 +134,7 @@ fn built_from_a_paused_runtime_an_hour_in_it_follows_its_own_runtimes_clock() {
 /// clock was asked).
 #[test]
 fn a_reset_sleep_asks_the_drivers_clock_not_the_callers() {
-    let real = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let timer = Timer::builder().tick(TICK).build_on(real.handle()).unwrap();
+    let (_real, timer) = timer_on_its_own_runtime();
     let paused = paused_runtime();
     paused.block_on(async {
         tokio::time::advance(Duration::from_secs(3600)).await;
@@ -219,11 +214,7 @@ fn a_thread_that_left_the_drivers_current_thread_runtime_measures_by_the_drivers
 #[test]
 fn catch_up_waits_one_turn_of_a_driver_on_another_runtime() {
     let (_driver_rt, timer) = timer_on_its_own_runtime();
-    let paused = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let paused = paused_runtime();
     paused.block_on(async {
         tokio::time::advance(Duration::from_secs(2)).await;
         let before = timer.stats().driver_wakeups;

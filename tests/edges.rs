@@ -9,7 +9,7 @@ use tokio_wheel::{Error, Timer};
 
 mod common;
 use common::{
-    answer_while_tokio_holds_its_context, assert_child_ok, is_child, run_in_child,
+    answer_while_tokio_holds_its_context, assert_child_ok, is_child, paused_runtime, run_in_child,
     runtime_with_time,
 };
 
@@ -188,11 +188,7 @@ impl Drop for RunsAtExit {
 #[test]
 fn in_a_thread_local_destructor_timers_neither_panic_nor_come_early() {
     let after = Duration::from_millis(50);
-    let driver = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let driver = paused_runtime();
     let (timer, now) = driver.block_on(async {
         tokio::time::advance(Duration::from_secs(3600)).await;
         let timer = Timer::builder()

@@ -9,7 +9,8 @@ use tokio_wheel::{Error, Timer};
 
 mod common;
 use common::{
-    current_thread_runtime, timer, timer_on_a_paused_runtime, timer_on_its_own_runtime, SLACK, TICK,
+    current_thread_runtime, paused_runtime, timer, timer_on_a_paused_runtime,
+    timer_on_its_own_runtime, SLACK, TICK,
 };
 
 /// Tokio's timer, which times a shut-down timer's futures, rounds up to its
@@ -215,11 +216,7 @@ fn after_the_runtimes_loss_a_paused_caller_waits_on_the_real_clock() {
     let (driver, timer) = timer_on_its_own_runtime();
     drop(driver);
     assert!(timer.is_shutdown());
-    let paused = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let paused = paused_runtime();
     let after = Duration::from_millis(150);
     let start = std::time::Instant::now();
     let deadline = real_now() + after;
