@@ -17,7 +17,7 @@ use crate::clock::Clock;
 use crate::stats::{Lateness, LatenessCounts};
 use crate::sync::lock;
 
-/// How many timers one turn of the driver expires per shard before it releases the
+/// How many entries one turn of the driver takes out of a shard before it releases the
 /// lock, fires them and yields to the runtime (every drain loop is bounded).
 const BATCH: usize = 4096;
 
