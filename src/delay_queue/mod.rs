@@ -117,7 +117,8 @@ use crate::{Sleep, Timer};
 /// # Errors
 ///
 /// A value normally takes one pending callback on the timer. Where the timer refuses
-/// one (shut down, or at [`Builder::max_pending`](crate::Builder::max_pending)),
+/// one (shut down, at [`Builder::max_pending`](crate::Builder::max_pending), or its
+/// paused clock past the end of its range),
 /// [`try_insert`](DelayQueue::try_insert) returns the value in a [`TryInsertError`];
 /// [`insert`](DelayQueue::insert) keeps it: the queue times it itself, never early
 /// and never lost, and never panics (see `# Shutdown`). Such values cost
@@ -231,8 +232,8 @@ impl<T: Send + 'static> DelayQueue<T> {
 
     /// Inserts `value`, to expire `timeout` from now. O(1).
     ///
-    /// If the timer refuses it (shut down, or at its
-    /// [`max_pending`](crate::Builder::max_pending)), the value is kept all the same,
+    /// If the timer refuses it (shut down, at its
+    /// [`max_pending`](crate::Builder::max_pending), or out of range), the value is kept all the same,
     /// and still expires no earlier than its deadline: the queue times it itself, as
     /// the timer times its sleeps after a shutdown (see [`DelayQueue`]'s `# Errors`).
     /// Use [`try_insert`](DelayQueue::try_insert) to be told instead.
