@@ -76,7 +76,8 @@
 //! * **Drop cancels** in O(1) and frees the entry at once.
 //! * **Saturating.** `Duration::MAX` sleeps about 30 years, as Tokio's does; an
 //!   instant beyond the wheel's range (139 years at a 1 ms tick, 292 from 2.2 ms on)
-//!   saturates there; nothing overflows or panics. Past deadlines complete at once or on the next tick.
+//!   saturates there; nothing overflows or panics. Past deadlines complete at once or
+//!   on the next tick.
 //! * **Idle is free.** With nothing pending the driver does not wake at all (after
 //!   the last timer is cancelled, it wakes once more, when it had asked to).
 //! * **Exactly once.** A callback that is not cancelled runs once, or is returned by
