@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use tokio_wheel::{DelayQueue, Error, Expired, Timer};
 
 mod common;
-use common::{timer, LATE, TICK};
+use common::{assert_at, timer, LATE, TICK};
 
 /// Several deadlines, inserted out of order; consumers get them in order, never
 /// early, less than a tick (and a millisecond) late.
@@ -33,17 +33,7 @@ async fn values_come_out_in_deadline_order_never_early_less_than_a_tick_late() {
         let ms = *expired.get_ref();
         let deadline = start + Duration::from_millis(ms);
         assert_eq!(expired.deadline(), deadline);
-        let now = Instant::now();
-        assert!(
-            now >= deadline,
-            "{ms} ms came out {:?} early",
-            deadline - now
-        );
-        assert!(
-            now < deadline + LATE,
-            "{ms} ms came out {:?} late",
-            now - deadline
-        );
+        assert_at(Instant::now(), deadline, LATE);
         out.push(ms);
     }
     let mut sorted = delays.to_vec();
@@ -119,7 +109,7 @@ async fn a_consumer_waiting_on_an_empty_queue_gets_a_later_insert() {
     let (value, at) = first.unwrap();
     assert_eq!(value, "late");
     let deadline = start + Duration::from_millis(1100);
-    assert!(at >= deadline && at < deadline + LATE, "{:?}", at - start);
+    assert_at(at, deadline, LATE);
     assert_eq!(end, None);
     assert!(closed_at >= start + Duration::from_secs(6));
 }
@@ -474,9 +464,7 @@ async fn take_at<T>(queue: &DelayQueue<T>, deadline: Instant) -> T {
         .await
         .expect("never came out")
         .expect("the queue ended");
-    let now = Instant::now();
-    assert!(now >= deadline, "{:?} early", deadline - now);
-    assert!(now < deadline + LATE, "{:?} late", now - deadline);
+    assert_at(Instant::now(), deadline, LATE);
     assert_eq!(expired.deadline(), deadline);
     expired.into_inner()
 }
@@ -567,13 +555,7 @@ async fn after_shutdown_try_insert_gives_the_value_back_and_insert_keeps_it_neve
     assert_eq!(queue.deadline(&late), Some(start + Duration::from_secs(5)));
     assert!(queue.reset(&late, Duration::from_secs(2)));
     assert_eq!(waiting.await.unwrap(), Some("late"));
-    let now = Instant::now();
-    let deadline = start + Duration::from_secs(2);
-    assert!(
-        now >= deadline && now < deadline + LATE,
-        "{:?}",
-        now - start
-    );
+    assert_at(Instant::now(), start + Duration::from_secs(2), LATE);
     assert_eq!(
         take_at(&queue, start + Duration::from_secs(7)).await,
         "later"

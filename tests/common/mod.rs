@@ -61,6 +61,14 @@ pub fn assert_within(requested: Duration, took: Duration, late: Duration) {
     );
 }
 
+/// Asserts that `at` is within `[deadline, deadline + late)`: never early, and late by
+/// less than `late` (on Tokio's clock, paused or not).
+#[track_caller]
+pub fn assert_at(at: tokio::time::Instant, deadline: tokio::time::Instant, late: Duration) {
+    assert!(at >= deadline, "early by {:?}", deadline - at);
+    assert!(at < deadline + late, "late by {:?}", at - deadline);
+}
+
 /// A current-thread runtime with its I/O and time drivers: it runs nothing (its
 /// timers' drivers included) until `block_on`.
 pub fn current_thread_runtime() -> tokio::runtime::Runtime {
