@@ -21,7 +21,7 @@ use crate::{Builder, Error, Interval, Sleep, Stats, Timeout, Unfired};
 ///
 /// An explicit `Timer` follows the clock of the runtime it was built on, including
 /// `tokio::time::pause()` and `advance()` in tests, which the
-/// [default timer](crate#default-timer) does not.
+/// [default timer](crate#default-timer) does only with the feature `test-util`.
 ///
 /// # Examples
 ///
