@@ -90,7 +90,8 @@ impl fmt::Debug for Executor {
 pub(crate) struct Config {
     pub(crate) tick: Duration,
     pub(crate) wheel_size: usize,
-    /// Independent wheels, each with its own lock: one per core.
+    /// Independent wheels, each with its own lock: one per core, raised to one per
+    /// worker by `Builder::build_on` when the runtime has more workers than cores.
     pub(crate) shards: usize,
     pub(crate) max_pending: usize,
     pub(crate) executor: Executor,
