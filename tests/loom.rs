@@ -18,7 +18,7 @@ use loom::thread;
 use tokio_wheel::loom_hooks::{
     capped_timer, kept_alive, lose_driver, parked_until, shutdown, step_end, timer, turn,
 };
-use tokio_wheel::{DelayQueue, Error, Instant, Sleep, Timer};
+use tokio_wheel::{DelayQueue, Error, Instant, Scheduled, Sleep, Timer};
 
 const TICK: Duration = Duration::from_millis(10);
 
@@ -47,21 +47,30 @@ fn in_step(timer: &Timer, step: u64) -> Instant {
     step_end(timer, step) - Duration::from_millis(1)
 }
 
+/// A callback due in `step` of `timer` that counts its runs, and the count.
+fn counting_callback(timer: &Timer, step: u64) -> (Scheduled, Arc<AtomicUsize>) {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let handle = timer
+        .schedule_at(in_step(timer, step), move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    (handle, ran)
+}
+
+/// A driver turn to the end of `step`, on a thread of its own.
+fn turn_on_a_thread(timer: &Timer, step: u64) -> thread::JoinHandle<()> {
+    let timer = timer.clone();
+    thread::spawn(move || turn(&timer, step))
+}
+
 #[test]
 fn cancel_vs_fire_exactly_once() {
     loom::model(|| {
         let timer = timer(TICK);
-        let ran = Arc::new(AtomicUsize::new(0));
-        let r = ran.clone();
-        let handle = timer
-            .schedule_at(in_step(&timer, 1), move || {
-                r.fetch_add(1, Ordering::SeqCst);
-            })
-            .unwrap();
-        let driver = {
-            let timer = timer.clone();
-            thread::spawn(move || turn(&timer, 1))
-        };
+        let (handle, ran) = counting_callback(&timer, 1);
+        let driver = turn_on_a_thread(&timer, 1);
         let cancelled = handle.cancel();
         driver.join().unwrap();
         let ran = ran.load(Ordering::SeqCst);
@@ -97,10 +106,7 @@ fn registration_vs_turn_loses_no_wakeup() {
     loom::model(|| {
         let timer = timer(TICK);
         let mut sleep = timer.sleep_until(in_step(&timer, 1));
-        let driver = {
-            let timer = timer.clone();
-            thread::spawn(move || turn(&timer, 1))
-        };
+        let driver = turn_on_a_thread(&timer, 1);
         let (woken, waker) = flag();
         let first = poll(&mut sleep, &waker);
         driver.join().unwrap();
@@ -121,10 +127,7 @@ fn registration_vs_park_loses_no_wakeup() {
         let mut anchor = timer.sleep_until(in_step(&timer, 5));
         let (_, waker) = flag();
         assert!(poll(&mut anchor, &waker).is_pending());
-        let driver = {
-            let timer = timer.clone();
-            thread::spawn(move || turn(&timer, 1))
-        };
+        let driver = turn_on_a_thread(&timer, 1);
         let mut early = timer.sleep_until(in_step(&timer, 3));
         assert!(poll(&mut early, &waker).is_pending());
         driver.join().unwrap();
@@ -143,10 +146,7 @@ fn reset_vs_fire_moves_or_refires() {
         let mut sleep = timer.sleep_until(in_step(&timer, 1));
         let (woken, waker) = flag();
         assert!(poll(&mut sleep, &waker).is_pending());
-        let driver = {
-            let timer = timer.clone();
-            thread::spawn(move || turn(&timer, 1))
-        };
+        let driver = turn_on_a_thread(&timer, 1);
         sleep.reset(in_step(&timer, 3));
         driver.join().unwrap();
         // Whatever the order, the sleep now waits for step 3, and completes there.
@@ -167,17 +167,8 @@ fn reset_vs_fire_moves_or_refires() {
 fn scheduled_reset_vs_fire_exactly_once() {
     loom::model(|| {
         let timer = timer(TICK);
-        let ran = Arc::new(AtomicUsize::new(0));
-        let r = ran.clone();
-        let handle = timer
-            .schedule_at(in_step(&timer, 1), move || {
-                r.fetch_add(1, Ordering::SeqCst);
-            })
-            .unwrap();
-        let driver = {
-            let timer = timer.clone();
-            thread::spawn(move || turn(&timer, 1))
-        };
+        let (handle, ran) = counting_callback(&timer, 1);
+        let driver = turn_on_a_thread(&timer, 1);
         let moved = handle.reset_at(in_step(&timer, 3));
         driver.join().unwrap();
         assert_eq!(ran.load(Ordering::SeqCst), usize::from(!moved));
@@ -199,15 +190,8 @@ fn scheduled_reset_vs_fire_exactly_once() {
 fn scheduled_reset_vs_cancel_cancels() {
     loom::model(|| {
         let timer = timer(TICK);
-        let ran = Arc::new(AtomicUsize::new(0));
-        let r = ran.clone();
-        let handle = Arc::new(
-            timer
-                .schedule_at(in_step(&timer, 1), move || {
-                    r.fetch_add(1, Ordering::SeqCst);
-                })
-                .unwrap(),
-        );
+        let (handle, ran) = counting_callback(&timer, 1);
+        let handle = Arc::new(handle);
         let canceller = {
             let handle = handle.clone();
             thread::spawn(move || handle.cancel())
@@ -264,10 +248,7 @@ fn delay_queue_two_consumers_take_a_value_once() {
         let timer = timer(TICK);
         let queue = DelayQueue::with_timer(&timer);
         queue.insert_at(7u8, in_step(&timer, 1));
-        let driver = {
-            let timer = timer.clone();
-            thread::spawn(move || turn(&timer, 1))
-        };
+        let driver = turn_on_a_thread(&timer, 1);
         let other = {
             let queue = queue.clone();
             thread::spawn(move || {
@@ -304,10 +285,7 @@ fn delay_queue_reset_vs_expiry_exactly_once() {
         let timer = timer(TICK);
         let queue = DelayQueue::with_timer(&timer);
         let key = queue.insert_at(7u8, in_step(&timer, 1));
-        let driver = {
-            let timer = timer.clone();
-            thread::spawn(move || turn(&timer, 1))
-        };
+        let driver = turn_on_a_thread(&timer, 1);
         let moved = queue.reset_at(&key, in_step(&timer, 3));
         driver.join().unwrap();
         let (_, waker) = flag();
@@ -369,10 +347,7 @@ fn drop_vs_fire_frees_the_entry() {
         // Another timer whose entry could reuse the freed slot: a stale key must not
         // remove it.
         let mut other = timer.sleep_until(in_step(&timer, 5));
-        let driver = {
-            let timer = timer.clone();
-            thread::spawn(move || turn(&timer, 1))
-        };
+        let driver = turn_on_a_thread(&timer, 1);
         drop(sleep);
         assert!(poll(&mut other, &waker).is_pending());
         driver.join().unwrap();
@@ -439,10 +414,7 @@ fn detached_vs_last_callback(detached: fn(&Timer, Instant)) {
         let timer = timer(TICK);
         detached(&timer, in_step(&timer, 1));
         assert!(kept_alive(&timer));
-        let driver = {
-            let timer = timer.clone();
-            thread::spawn(move || turn(&timer, 1))
-        };
+        let driver = turn_on_a_thread(&timer, 1);
         detached(&timer, in_step(&timer, 5));
         driver.join().unwrap();
         assert_eq!(timer.pending(), 1);
