@@ -11,6 +11,7 @@
 //! go quiet and are closed; busy ones never are. Prints how many were closed, checks
 //! none was closed early, and measures a rough single-thread cost per `reset`.
 
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,7 +73,7 @@ async fn main() {
                     _ = tokio::time::sleep(gap), if opened.elapsed() < quiet_after => {
                         // Activity: push the idle deadline back.
                         last_activity = Instant::now();
-                        idle.reset(last_activity + IDLE);
+                        Pin::new(&mut idle).reset(last_activity + IDLE);
                         resets.fetch_add(1, Ordering::Relaxed);
                         if opened.elapsed() > Duration::from_secs(2) {
                             return; // the demo is over for busy connections
@@ -116,7 +117,7 @@ async fn main() {
     let base = Instant::now();
     let started = std::time::Instant::now();
     for i in 0..n {
-        sleep.reset(base + IDLE + Duration::from_micros(u64::from(i % 1000)));
+        Pin::new(&mut sleep).reset(base + IDLE + Duration::from_micros(u64::from(i % 1000)));
     }
     let per_reset = started.elapsed() / n;
     println!("cost per reset:     ~{per_reset:?} (rough, one thread, {n} resets of one Sleep)");

@@ -111,6 +111,13 @@ impl Clock {
         }
     }
 
+    /// Whether the clock, read at `now`, has reached the deadline `offset` itself (not
+    /// the end of its step): the deadline has passed.
+    #[inline]
+    pub(crate) fn has_reached(&self, offset: i64, now: Instant) -> bool {
+        now >= self.instant_at(offset)
+    }
+
     /// Whether the step of the deadline at `offset` is at or before `elapsed`, i.e.
     /// `step_at_offset(offset) <= elapsed`, with a multiplication instead of the
     /// division: a `Sleep` asks this on every poll and drop.
@@ -155,13 +162,6 @@ impl Clock {
         (u64::MAX / self.step_ns)
             .min(MAX_STEP)
             .min(self.step_at_offset(self.max_offset))
-    }
-
-    /// Whether the clock, read at `now`, has passed the end of the step of the
-    /// deadline `offset` (so the deadline has passed): what the driver would find
-    /// once it has turned at `now`.
-    pub(crate) fn has_passed(&self, offset: i64, now: Instant) -> bool {
-        self.is_processed(offset, self.step_now(now))
     }
 
     /// The last step that has ended by `now`.

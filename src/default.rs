@@ -40,7 +40,66 @@ pub(crate) fn with_default<R>(f: impl FnOnce(&Timer) -> R) -> R {
     if let Some(timer) = per_runtime::current() {
         return f(&timer);
     }
+    #[cfg(all(debug_assertions, not(feature = "test-util")))]
+    missing_test_util::check();
     f(default_timer())
+}
+
+/// In debug builds without the feature `test-util`: a caller on a runtime whose clock
+/// is paused gets a panic that names the feature, at its first use of the default
+/// timer there, instead of a test that waits on the real clock while its own stands
+/// still. Release builds have none of this.
+///
+/// # Implementation
+///
+/// Tokio offers no way to ask whether a clock is paused: its `Instant::now()` is read
+/// twice with a microsecond of the real clock between; a paused clock does not move
+/// meanwhile (it moves only by `advance` or by auto-advance, which needs the runtime
+/// idle, and this caller is running on it). Each runtime is looked at once per
+/// thread: the last one found running is remembered.
+#[cfg(all(debug_assertions, not(feature = "test-util")))]
+mod missing_test_util {
+    use std::cell::Cell;
+    use std::time::Duration;
+
+    use tokio::runtime::{Handle, Id};
+
+    thread_local! {
+        /// The runtime this thread last found with a running clock.
+        static RUNNING: Cell<Option<Id>> = const { Cell::new(None) };
+    }
+
+    /// Panics if the caller's runtime's clock is paused.
+    pub(super) fn check() {
+        let Ok(runtime) = Handle::try_current() else {
+            return;
+        };
+        let id = runtime.id();
+        // In a thread-local's destructor the cache is gone: look again.
+        if RUNNING.try_with(Cell::get).ok().flatten() == Some(id) {
+            return;
+        }
+        if is_paused() {
+            panic!(
+                "tokio-wheel: this runtime's clock is paused (`start_paused` or \
+                 `tokio::time::pause`), but tokio-wheel's feature `test-util` is off, so \
+                 its free functions follow the real clock and would not see the paused \
+                 one: add `features = [\"test-util\"]` to tokio-wheel in \
+                 [dev-dependencies] (as for tokio), or build a `Timer` on this runtime"
+            );
+        }
+        let _ = RUNNING.try_with(|running| running.set(Some(id)));
+    }
+
+    /// Whether the caller's Tokio clock stands still while the real one moves.
+    fn is_paused() -> bool {
+        let before = tokio::time::Instant::now();
+        let start = std::time::Instant::now();
+        while start.elapsed() < Duration::from_micros(1) {
+            std::hint::spin_loop();
+        }
+        tokio::time::Instant::now() == before
+    }
 }
 
 /// One timer per Tokio runtime, for the feature `test-util`.
@@ -58,10 +117,14 @@ pub(crate) fn with_default<R>(f: impl FnOnce(&Timer) -> R) -> R {
 #[cfg(feature = "test-util")]
 mod per_runtime {
     use std::sync::{Mutex, PoisonError};
+    use std::time::Duration;
 
     use tokio::runtime::{Handle, Id};
 
     use crate::Timer;
+
+    /// The tick of a runtime's own timer: Tokio's timer's resolution.
+    pub(crate) const TEST_TICK: Duration = Duration::from_millis(1);
 
     /// How many runtimes without a time driver are remembered.
     const NO_TIME_DRIVER_REMEMBERED: usize = 16;
@@ -88,7 +151,9 @@ mod per_runtime {
         let (gone, mut live): (Vec<_>, Vec<_>) = std::mem::take(&mut *timers)
             .into_iter()
             .partition(|(_, timer)| timer.as_ref().is_some_and(Timer::is_shutdown));
-        let timer = Timer::builder().build_on(&runtime).ok();
+        // Tokio's own resolution, so that paused tests asserting whole milliseconds
+        // after a sleep hold as they do on Tokio's timer.
+        let timer = Timer::builder().tick(TEST_TICK).build_on(&runtime).ok();
         if timer.is_none() {
             let without = live.iter().filter(|(_, timer)| timer.is_none()).count();
             if without >= NO_TIME_DRIVER_REMEMBERED {
@@ -116,7 +181,10 @@ mod per_runtime {
 ///
 /// # Panics
 ///
-/// The first call panics if the default timer's thread or runtime cannot be created.
+/// The first call panics if the default timer's thread or runtime cannot be created;
+/// in a debug build without the feature `test-util`, the first call on a runtime whose
+/// clock is paused panics, saying to turn the feature on (see
+/// [the crate docs](crate#default-timer)).
 ///
 /// # Examples
 ///
@@ -214,9 +282,10 @@ pub fn interval_at(start: Instant, period: Duration) -> Interval {
 /// now; see [`Timer::catch_up`].
 ///
 /// For tests with the paused clock and the feature `test-util`: after
-/// `tokio::time::advance(d).await`, Tokio's own sleeps that `d` passed are already
-/// woken, but the timer's driver is a task that has yet to run; this runs it. Not
-/// needed when the test simply awaits: the runtime's auto-advance runs the driver.
+/// `tokio::time::advance(d).await`, the timers `d` passed are ready when polled, but
+/// their tasks are woken by the timer's driver, a task that has yet to run; this runs
+/// it. Not needed when the test simply awaits: the runtime's auto-advance runs the
+/// driver.
 ///
 /// # Panics
 ///
@@ -249,10 +318,12 @@ pub async fn catch_up() {
 /// that called `tokio::time::advance` keeps working after the swap (feature
 /// `test-util`).
 ///
-/// Never early: a timer fires once the clock has passed the end of the wheel's step
-/// (a quarter tick) its deadline falls in, so advancing exactly to a deadline may leave
-/// it pending where Tokio's would be ready; advance one tick further. An explicit
-/// [`Timer`] is not caught up by this: `timer.catch_up().await` after it.
+/// Never early: a timer is ready when polled once the clock has reached its deadline,
+/// and the driver fires it (waking its task) once the clock has passed the end of the
+/// wheel's step its deadline falls in: a quarter of the default timer's 1 ms tick
+/// under `test-util`, where whole-millisecond deadlines end steps, so a task waiting
+/// on one is woken as Tokio's would be. An explicit [`Timer`] is not caught up by
+/// this: `timer.catch_up().await` after it.
 ///
 /// # Panics
 ///

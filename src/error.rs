@@ -42,9 +42,26 @@ pub enum Error {
     OutOfRange,
 }
 
-/// The predicates of `tokio::time::error::Error`, so that code asking them compiles
-/// after swapping `tokio::time` for this crate.
+/// The constructors and predicates of `tokio::time::error::Error`, so that code using
+/// them compiles after swapping `tokio::time` for this crate.
 impl Error {
+    /// [`Error::Shutdown`], as Tokio's `Error::shutdown()`.
+    pub fn shutdown() -> Error {
+        Error::Shutdown
+    }
+
+    /// An [`Error::AtCapacity`] whose limit is not known (`max: 0`), as Tokio's
+    /// `Error::at_capacity()`.
+    pub fn at_capacity() -> Error {
+        Error::AtCapacity { max: 0 }
+    }
+
+    /// [`Error::OutOfRange`], as Tokio's `Error::invalid()` (a deadline past its
+    /// timer's range).
+    pub fn invalid() -> Error {
+        Error::OutOfRange
+    }
+
     /// Whether this is [`Error::Shutdown`].
     pub fn is_shutdown(&self) -> bool {
         matches!(self, Error::Shutdown)

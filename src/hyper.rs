@@ -43,7 +43,7 @@ impl rt::Timer for Timer {
     fn reset(&self, sleep: &mut Pin<Box<dyn rt::Sleep>>, new_deadline: StdInstant) {
         match sleep.as_mut().downcast_mut_pin::<Sleep>() {
             Some(ours) if std::ptr::eq(ours.shared(), &**self.shared()) => {
-                Pin::into_inner(ours).reset(Instant::from_std(new_deadline))
+                ours.reset(Instant::from_std(new_deadline))
             }
             _ => *sleep = rt::Timer::sleep_until(self, new_deadline),
         }

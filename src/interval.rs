@@ -115,15 +115,12 @@ impl Interval {
     /// most recent waker is kept, as with any future).
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
         let scheduled = self.sleep.deadline();
-        // A due tick needs no wheel: the first tick and Burst's make-up ticks complete at
-        // once, as tokio's do, instead of waiting for the driver's next turn.
-        let mut now = self.sleep.shared().now();
-        if scheduled > now {
-            if Pin::new(&mut self.sleep).poll(cx).is_pending() {
-                return Poll::Pending;
-            }
-            now = self.sleep.shared().now();
+        // A due tick (the first, Burst's make-up ticks) is ready at once: the sleep
+        // is, as a due `Sleep` always is, without waiting for the driver's next turn.
+        if Pin::new(&mut self.sleep).poll(cx).is_pending() {
+            return Poll::Pending;
         }
+        let now = self.sleep.shared().now();
         let late = now.saturating_duration_since(scheduled);
         // Missed only beyond the timer's own lateness bound: a tick and Tokio's
         // millisecond.
@@ -134,7 +131,7 @@ impl Interval {
             scheduled.checked_add(self.period)
         };
         let next = next.unwrap_or_else(|| crate::clock::far_future(now));
-        self.sleep.reset(next);
+        Pin::new(&mut self.sleep).reset(next);
         Poll::Ready(scheduled)
     }
 
@@ -173,7 +170,7 @@ impl Interval {
 
     /// Makes the next tick due at `deadline`; later ticks follow every `period` from it.
     pub fn reset_at(&mut self, deadline: Instant) {
-        self.sleep.reset(deadline);
+        Pin::new(&mut self.sleep).reset(deadline);
     }
 
     /// The time between ticks.

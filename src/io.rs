@@ -136,7 +136,7 @@ impl Idle {
         if !self.armed {
             let deadline = deadline_after(timer.shared().now(), timeout);
             match &mut self.sleep {
-                Some(sleep) => sleep.reset(deadline),
+                Some(sleep) => Pin::new(sleep).reset(deadline),
                 None => self.sleep = Some(timer.sleep_until(deadline)),
             }
             self.armed = true;

@@ -71,13 +71,19 @@
 //!   right after `build()` that sleeps whole ticks) lands just after each tick ends
 //!   and is nearly a full tick late every time; choose the tick for the lateness you
 //!   can accept.
+//! * **Due means ready.** A [`Sleep`], [`Timeout`] or [`Interval`] tick whose
+//!   deadline has passed on its timer's clock is ready when polled, whether or not the
+//!   driver has turned since: after `tokio::time::advance` to the exact deadline,
+//!   after another task slept to it on Tokio's timer, after a reset into the past. The
+//!   driver's wakeup tells a polled future that its deadline cannot have passed, so
+//!   the clock is read only when it cannot tell (its wakeup has gone off, or nothing
+//!   is pending).
 //! * **Lazy.** A future touches the wheel on its first poll, not when created; a
 //!   [`Timeout`] whose future is ready at once never touches it.
 //! * **Drop cancels** in O(1) and frees the entry at once.
 //! * **Saturating.** `Duration::MAX` sleeps about 30 years, as Tokio's does; an
 //!   instant beyond the wheel's range (139 years at a 1 ms tick, 292 from 2.2 ms on)
-//!   saturates there; nothing overflows or panics. Past deadlines complete at once or
-//!   on the next tick.
+//!   saturates there; nothing overflows or panics. Past deadlines complete at once.
 //! * **Idle is free.** With nothing pending the driver does not wake at all (after
 //!   the last timer is cancelled, it wakes once more, when it had asked to).
 //! * **Exactly once.** A callback that is not cancelled runs once, or is returned by
@@ -96,16 +102,23 @@
 //! the feature `test-util` is on.
 //!
 //! With the feature **`test-util`**, meant for `[dev-dependencies]` as Tokio's is, they
-//! use a timer on the *caller's* runtime instead, built on its first use there, which
-//! follows that runtime's clock, paused or not: `#[tokio::test(start_paused = true)]`
-//! tests of code that calls them work as they did on `tokio::time`, auto-advance
-//! included. The feature also brings Tokio's `pause` and `resume` to this crate's root,
-//! and an `advance` that is Tokio's followed by [`catch_up`], which waits for the
-//! wheel's driver to fire what the advance passed (after Tokio's own `advance`, call
-//! `catch_up().await` before expecting that). Outside a runtime, or on one without a
-//! time driver, they use the process-wide timer. Cargo's feature resolver 2 (the
-//! default since edition 2021) leaves a dev-dependency's features out of normal
+//! use a timer on the *caller's* runtime instead, built on its first use there with a
+//! 1 ms tick (Tokio's resolution), which follows that runtime's clock, paused or not:
+//! `#[tokio::test(start_paused = true)]` tests of code that calls them work as they
+//! did on `tokio::time`, auto-advance and whole-millisecond assertions included. The
+//! feature also brings Tokio's `pause` and `resume` to this crate's root, and an
+//! `advance` that is Tokio's followed by [`catch_up`], which waits for the wheel's
+//! driver to fire what the advance passed, so that the tasks waiting on them are woken
+//! (after Tokio's own `advance` a due timer is ready when polled, but its task is woken
+//! only once the driver turns: `catch_up().await`). Outside a runtime, or on one
+//! without a time driver, they use the process-wide timer. Cargo's feature resolver 2
+//! (the default since edition 2021) leaves a dev-dependency's features out of normal
 //! builds, so production code keeps the process-wide timer.
+//!
+//! Without the feature, in a debug build, the first use of the default timer on a
+//! runtime whose clock is paused panics with a message naming the feature, instead of
+//! a test that waits on the real clock while its own stands still; release builds do
+//! not look.
 //!
 //! ```toml
 //! [dev-dependencies]

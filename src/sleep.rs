@@ -22,7 +22,11 @@ use crate::driver::{Anchor, Registered, Registration, Shared, REGISTRATION_BITS}
 ///   its first poll, so a `Sleep` that is never polled costs nothing but its memory.
 /// * **Cheap to poll again.** A registered `Sleep` learns it has fired from an atomic,
 ///   and replaces its waker only when the new one would not wake the same task.
-/// * **Unpin.** No `Box::pin` or `pin!` needed; `reset` takes `&mut self`.
+/// * **Due means ready.** Polled once its deadline has passed on the timer's clock
+///   (after `tokio::time::advance`, say), it is `Ready`, whether or not the driver
+///   has turned since.
+/// * **Unpin.** No `Box::pin` or `pin!` needed: [`reset`](Sleep::reset) takes
+///   `Pin<&mut Self>` as Tokio's does, and `Pin::new(&mut sleep)` makes one.
 ///
 /// # Cancellation
 ///
@@ -51,7 +55,7 @@ use crate::driver::{Anchor, Registered, Registration, Shared, REGISTRATION_BITS}
 /// let timer = Timer::new();
 /// let mut sleep = timer.sleep(Duration::from_secs(1));
 /// // Push it back before it fires, without allocating.
-/// sleep.reset(tokio::time::Instant::now() + Duration::from_secs(2));
+/// std::pin::Pin::new(&mut sleep).reset(tokio::time::Instant::now() + Duration::from_secs(2));
 /// (&mut sleep).await;
 /// assert!(sleep.is_elapsed());
 /// # }
@@ -160,76 +164,87 @@ impl Sleep {
         self.shared().clock.instant_at(self.deadline)
     }
 
-    /// Whether this `Sleep` has fired (so polling it returns `Ready`).
+    /// Whether this `Sleep` has completed, or would complete if polled now: the driver
+    /// fired it, or its deadline has passed on the timer's clock.
     ///
     /// A `Sleep` that was never polled has not registered, so reports `false` even
     /// past its deadline, as tokio's does. One that was [`reset`](Sleep::reset)
-    /// reports `true` once its new deadline has passed (at the end of its step),
-    /// polled or not, as tokio's (whose `reset` registers) does.
+    /// reports `true` once its new deadline has passed, polled or not, as tokio's
+    /// (whose `reset` registers) does.
     pub fn is_elapsed(&self) -> bool {
-        match self.state() {
-            State::Idle => false,
-            // `has_passed` asks the driver's clock too (the driver may not turn again);
-            // `true` is recorded, so that the next `poll` is `Ready` without reading
-            // the clock (which `poll` then never needs to do).
-            State::Reset => {
-                let shared = self.shared();
-                let passed = if shared.is_shutdown() {
-                    shared.fallback_has_passed(self.deadline())
-                } else {
-                    shared.has_passed(self.deadline)
-                };
-                if passed {
-                    self.state.store(State::Elapsed.pack(), Ordering::Relaxed);
-                }
-                passed
-            }
-            State::Elapsed => true,
+        let shared = self.shared();
+        let elapsed = match self.state() {
+            State::Idle => return false,
+            State::Elapsed => return true,
+            State::Reset if shared.is_shutdown() => shared.fallback_has_passed(self.deadline()),
+            State::Reset => shared.is_due(self.deadline),
             State::Registered(reg) => {
-                let shared = self.shared();
                 shared.has_fired(reg, self.deadline)
+                    || shared.is_due(self.deadline)
                     || (!shared.is_pending(reg, self.step())
                         // Not in the wheel and not fired: drained by shutdown.
-                        && (!shared.is_shutdown() || shared.fallback_has_passed(self.deadline())))
+                        && shared.is_shutdown()
+                        && shared.fallback_has_passed(self.deadline()))
             }
+        };
+        // A `Reset` one found elapsed records it, so that the next `poll` is `Ready`
+        // without reading the clock again.
+        if elapsed && self.state() == State::Reset {
+            self.state.store(State::Elapsed.pack(), Ordering::Relaxed);
         }
+        elapsed
     }
 
     /// Moves the deadline, earlier or later, whether or not this `Sleep` has fired.
     ///
     /// A registered `Sleep` keeps its place in the wheel's storage and its waker (no
     /// allocation); one that had fired becomes pending again. A deadline that has
-    /// already passed completes it on the next poll, at the latest on the next tick.
-    pub fn reset(&mut self, deadline: Instant) {
+    /// already passed completes it: the next poll is `Ready`, and the task that last
+    /// polled it is woken.
+    ///
+    /// Takes `Pin<&mut Self>`, as Tokio's does, so that code written for Tokio's
+    /// `Sleep` (a pin-projected field, `me.sleep.reset(t)`) compiles unchanged; a
+    /// `Sleep` is [`Unpin`], so `Pin::new(&mut sleep).reset(t)` resets one held by
+    /// value.
+    pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
+        let this = self.get_mut();
         // The entry, if any, is named by the step of the deadline it was placed at.
-        let step = self.step();
-        self.deadline = self.shared().clock.offset_of(deadline);
-        let to = self.step();
+        let step = this.step();
+        this.deadline = this.shared().clock.offset_of(deadline);
+        let to = this.step();
         // A plain read first: `Arc::get_mut` writes the anchor's shared counts, which
         // other `Sleep`s of this shard write too. A fallback lives only in an anchor
         // this `Sleep` holds alone.
-        if self.anchor.fallback.is_some() {
-            if let Some(anchor) = Arc::get_mut(&mut self.anchor) {
+        if this.anchor.fallback.is_some() {
+            if let Some(anchor) = Arc::get_mut(&mut this.anchor) {
                 if let Some(fallback) = &mut anchor.fallback {
                     anchor
                         .shared
-                        .reset_fallback(fallback, anchor.shared.clock.instant_at(self.deadline));
+                        .reset_fallback(fallback, anchor.shared.clock.instant_at(this.deadline));
                 }
             }
         }
-        let state = match self.state() {
+        let state = match this.state() {
             State::Idle | State::Reset | State::Elapsed => State::Reset,
+            State::Registered(reg) if this.shared().is_due(this.deadline) => {
+                // Due now: out of the wheel, its task woken to complete it.
+                if let Some(waker) = this.shared().complete_due(reg, step, true) {
+                    waker.wake();
+                }
+                State::Elapsed
+            }
             State::Registered(reg) => {
-                if self.shared().reschedule(reg, step, to) {
+                if this.shared().reschedule(reg, step, to) {
                     State::Registered(reg)
                 } else {
-                    // Fired already, or the new deadline has passed: register afresh on
-                    // the next poll (the waker, if any, was woken to bring that poll).
+                    // Fired already, or the new deadline has been processed: register
+                    // afresh on the next poll (the waker, if any, was woken to bring
+                    // that poll).
                     State::Reset
                 }
             }
         };
-        self.set_state(state);
+        this.set_state(state);
     }
 
     /// Times this `Sleep` on another clock, its wheel no longer turning (see
@@ -266,6 +281,9 @@ impl Future for Sleep {
             State::Idle | State::Reset if this.anchor.fallback.is_some() => {
                 return this.poll_fallback(cx);
             }
+            // Due already (`advance`, a sleep elsewhere to the same instant, a
+            // deadline in the past): ready without registering.
+            State::Idle | State::Reset if shared.is_due(this.deadline) => State::Elapsed,
             State::Idle | State::Reset => match shared.register(this.step(), cx.waker()) {
                 Registered::Pending(reg) => State::Registered(reg),
                 Registered::Due => State::Elapsed,
@@ -273,6 +291,11 @@ impl Future for Sleep {
             },
             State::Registered(reg) => {
                 if shared.has_fired(reg, this.deadline) {
+                    State::Elapsed
+                } else if shared.is_due(this.deadline) {
+                    // Due before the driver's turn: complete now (the waker is this
+                    // task's, dropped unwoken).
+                    drop(shared.complete_due(reg, this.step(), false));
                     State::Elapsed
                 } else if shared.update_waker(reg, this.step(), cx.waker()) {
                     return Poll::Pending;

@@ -321,10 +321,10 @@ impl Timer {
     /// once the timer is shut down. "Now" is the driver's runtime's clock: it waits
     /// for one complete turn of the driver that started after the call.
     ///
-    /// For tests with the paused clock. After `tokio::time::advance(d).await`, Tokio's
-    /// own sleeps that `d` passed are already woken, but this timer's driver is a task
-    /// that has yet to run; `timer.catch_up().await` asks it to turn now and waits for
-    /// that turn. Callbacks on [`Executor::Spawn`](crate::Executor::Spawn) or
+    /// For tests with the paused clock. After `tokio::time::advance(d).await`, this
+    /// timer's futures that `d` passed are ready when polled, but their tasks are woken
+    /// by its driver, a task that has yet to run; `timer.catch_up().await` asks it to
+    /// turn now and waits for that turn. Callbacks on [`Executor::Spawn`](crate::Executor::Spawn) or
     /// [`Executor::Blocking`](crate::Executor::Blocking) have been handed to the
     /// runtime then, not necessarily run.
     ///

@@ -197,7 +197,7 @@ async fn run(ops: Vec<Op>) {
                 if pending {
                     e.deadline = now + Duration::from_millis(ms);
                     e.registered = now;
-                    sleep.reset(e.deadline);
+                    Pin::new(&mut *sleep).reset(e.deadline);
                     if sleep.is_elapsed() {
                         // Reset into the current tick: completes by the next one.
                         e.deadline = now;
@@ -210,7 +210,7 @@ async fn run(ops: Vec<Op>) {
                     e.fires = fires;
                     e.deadline = now + Duration::from_millis(ms);
                     e.registered = now;
-                    sleep.reset(e.deadline);
+                    Pin::new(&mut *sleep).reset(e.deadline);
                     poll_once(e.kind.as_mut().expect("a sleep"), &e.waker);
                 }
             }

@@ -139,7 +139,7 @@ fn a_reset_sleep_asks_the_drivers_clock_not_the_callers() {
     paused.block_on(async {
         tokio::time::advance(Duration::from_secs(3600)).await;
         let mut sleep = timer.sleep(Duration::from_secs(10));
-        sleep.reset(Instant::now() + Duration::from_secs(1));
+        std::pin::Pin::new(&mut sleep).reset(Instant::now() + Duration::from_secs(1));
         tokio::time::advance(Duration::from_secs(2)).await;
         assert!(!sleep.is_elapsed(), "by the caller's clock");
         let polled = std::pin::Pin::new(&mut sleep)
@@ -276,7 +276,7 @@ fn seen_in_thread_local_teardown(
         HOLDER.with(|_| {});
         let _enter = handle.enter();
         let mut sleep = timer.sleep(Duration::from_secs(100));
-        sleep.reset(Instant::now() + after);
+        std::pin::Pin::new(&mut sleep).reset(Instant::now() + after);
         HOLDER.with(|holder| holder.borrow_mut().0 = Some((sleep, seen)));
     })
     .join()
@@ -322,7 +322,8 @@ fn a_reset_sleep_asked_while_tokio_holds_its_context_does_not_panic() {
         let _driver = driver.enter();
         timer.sleep(Duration::from_secs(100))
     };
-    sleep.reset(Instant::from_std(std::time::Instant::now()) + Duration::from_secs(5));
+    std::pin::Pin::new(&mut sleep)
+        .reset(Instant::from_std(std::time::Instant::now()) + Duration::from_secs(5));
     let answer =
         answer_while_tokio_holds_its_context(move || format!("is_elapsed: {}", sleep.is_elapsed()));
     assert_eq!(answer, "is_elapsed: false");

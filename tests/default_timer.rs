@@ -1,13 +1,12 @@
 //! The default timer's clock, in a process of its own (the default timer is made once
-//! per process): whichever runtime uses it first, it follows the real clock.
+//! per process): whichever runtime uses it first, it follows the real clock; and in
+//! debug builds without the feature `test-util`, a paused runtime's use of it is a
+//! panic that names the feature.
 
 use std::time::{Duration, Instant};
 
-/// A test with the paused clock an hour in, the first to touch the default timer, must
-/// not give it an origin an hour ahead of the real clock: every later default sleep
-/// in the process would then be due at once.
-#[test]
-fn a_paused_runtime_that_uses_the_default_timer_first_leaves_it_on_the_real_clock() {
+/// A paused runtime, its clock an hour in, that uses the free functions first.
+fn first_use_on_a_paused_runtime() {
     let paused = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -17,8 +16,11 @@ fn a_paused_runtime_that_uses_the_default_timer_first_leaves_it_on_the_real_cloc
         tokio::time::advance(Duration::from_secs(3600)).await;
         drop(tokio_wheel::sleep(Duration::from_millis(1)));
     });
-    drop(paused);
+}
 
+/// A 200 ms sleep on the default timer, from a runtime on the real clock, is never
+/// early.
+fn a_default_sleep_is_never_early() {
     let real = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -33,4 +35,42 @@ fn a_paused_runtime_that_uses_the_default_timer_first_leaves_it_on_the_real_cloc
         let took = start.elapsed();
         assert!(took >= requested, "early: {took:?}");
     });
+}
+
+/// Release builds (no check): the paused runtime's first use must not give the
+/// default timer an origin an hour ahead of the real clock, or every later default
+/// sleep in the process would be due at once.
+#[cfg(any(feature = "test-util", not(debug_assertions)))]
+#[test]
+fn a_paused_runtime_that_uses_the_default_timer_first_leaves_it_on_the_real_clock() {
+    first_use_on_a_paused_runtime();
+    a_default_sleep_is_never_early();
+}
+
+/// Debug builds without `test-util`: the free functions on a paused runtime would
+/// follow the real clock while the test's stands still; the first use says so, naming
+/// the feature, and leaves the default timer as it was.
+#[cfg(all(debug_assertions, not(feature = "test-util")))]
+#[test]
+fn a_paused_runtime_without_the_feature_test_util_is_told_to_add_it() {
+    let panic = std::panic::catch_unwind(first_use_on_a_paused_runtime)
+        .expect_err("a paused runtime used the default timer without a word");
+    let message = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or_default();
+    assert!(
+        message.contains("paused") && message.contains("features = [\"test-util\"]"),
+        "{message}"
+    );
+    a_default_sleep_is_never_early();
+}
+
+/// A runtime whose clock runs is not taken for a paused one, at its first use or later.
+#[cfg(all(debug_assertions, not(feature = "test-util")))]
+#[test]
+fn a_running_runtime_is_not_taken_for_a_paused_one() {
+    a_default_sleep_is_never_early();
+    a_default_sleep_is_never_early();
 }

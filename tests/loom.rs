@@ -147,7 +147,7 @@ fn reset_vs_fire_moves_or_refires() {
         let (woken, waker) = flag();
         assert!(poll(&mut sleep, &waker).is_pending());
         let driver = turn_on_a_thread(&timer, 1);
-        sleep.reset(in_step(&timer, 3));
+        Pin::new(&mut sleep).reset(in_step(&timer, 3));
         driver.join().unwrap();
         // Whatever the order, the sleep now waits for step 3, and completes there.
         let before = poll(&mut sleep, &waker);

@@ -106,12 +106,12 @@ async fn a_sleep_reset_after_shutdown_follows_its_new_deadline() {
     let mut sleep = timer.sleep(Duration::from_secs(10));
     assert!(futures::poll!(&mut sleep).is_pending());
     let deadline = Instant::now() + Duration::from_millis(30);
-    sleep.reset(deadline);
+    std::pin::Pin::new(&mut sleep).reset(deadline);
     assert!(!sleep.is_elapsed());
     (&mut sleep).await;
     on_time(Instant::now(), deadline, MS);
     let deadline = Instant::now() + Duration::from_millis(70);
-    sleep.reset(deadline);
+    std::pin::Pin::new(&mut sleep).reset(deadline);
     (&mut sleep).await;
     on_time(Instant::now(), deadline, MS);
 }

@@ -136,7 +136,7 @@ async fn a_sleep_is_24_bytes_and_keeps_its_exact_deadline() {
     ] {
         let mut sleep = timer.sleep_until(deadline);
         assert_eq!(sleep.deadline(), deadline);
-        sleep.reset(deadline + Duration::from_nanos(7));
+        Pin::new(&mut sleep).reset(deadline + Duration::from_nanos(7));
         assert_eq!(sleep.deadline(), deadline + Duration::from_nanos(7));
     }
     assert_eq!(
@@ -202,7 +202,7 @@ async fn reset_earlier_later_and_after_completion() {
     let start = Instant::now();
     let mut sleep = timer.sleep(Duration::from_millis(100));
     assert!(poll(&mut sleep, &waker).is_pending());
-    sleep.reset(start + Duration::from_millis(300));
+    Pin::new(&mut sleep).reset(start + Duration::from_millis(300));
     assert_eq!(sleep.deadline(), start + Duration::from_millis(300));
     assert_eq!(timer.pending(), 1);
     (&mut sleep).await;
@@ -211,7 +211,7 @@ async fn reset_earlier_later_and_after_completion() {
 
     // After completion: pending again.
     let start = Instant::now();
-    sleep.reset(start + Duration::from_millis(50));
+    Pin::new(&mut sleep).reset(start + Duration::from_millis(50));
     assert!(!sleep.is_elapsed());
     (&mut sleep).await;
     assert_on_time(Duration::from_millis(50), start.elapsed());
@@ -220,7 +220,7 @@ async fn reset_earlier_later_and_after_completion() {
     let start = Instant::now();
     let mut sleep = timer.sleep(Duration::from_secs(60));
     assert!(poll(&mut sleep, &waker).is_pending());
-    sleep.reset(start + Duration::from_millis(20));
+    Pin::new(&mut sleep).reset(start + Duration::from_millis(20));
     (&mut sleep).await;
     assert_on_time(Duration::from_millis(20), start.elapsed());
 
@@ -228,7 +228,7 @@ async fn reset_earlier_later_and_after_completion() {
     let start = Instant::now();
     let mut sleep = timer.sleep(Duration::from_secs(60));
     assert!(poll(&mut sleep, &waker).is_pending());
-    sleep.reset(start - Duration::from_millis(20));
+    Pin::new(&mut sleep).reset(start - Duration::from_millis(20));
     (&mut sleep).await;
     assert!(start.elapsed() <= TICK);
     assert_eq!(timer.pending(), 0);
@@ -236,7 +236,7 @@ async fn reset_earlier_later_and_after_completion() {
     // Before the first poll.
     let start = Instant::now();
     let mut sleep = timer.sleep(Duration::from_secs(60));
-    sleep.reset(start + Duration::from_millis(40));
+    Pin::new(&mut sleep).reset(start + Duration::from_millis(40));
     (&mut sleep).await;
     assert_on_time(Duration::from_millis(40), start.elapsed());
 }
@@ -292,11 +292,11 @@ async fn is_elapsed_after_a_reset_without_a_poll_is_tokios() {
     (&mut after_firing).await;
     after_firing_tokio.as_mut().await;
     let later = start + Duration::from_millis(5);
-    never_polled.reset(later);
+    Pin::new(&mut never_polled).reset(later);
     never_polled_tokio.as_mut().reset(later);
-    into_past.reset(start);
+    Pin::new(&mut into_past).reset(start);
     into_past_tokio.as_mut().reset(start);
-    after_firing.reset(later);
+    Pin::new(&mut after_firing).reset(later);
     after_firing_tokio.as_mut().reset(later);
     let elapsed = |ours: &[&Sleep; 3]| ours.map(|s| s.is_elapsed());
     tokio::time::sleep(Duration::from_millis(4)).await;
@@ -334,7 +334,7 @@ async fn is_elapsed_after_a_reset_reads_the_clock_while_the_driver_is_parked() {
     let deadline = Instant::now() + Duration::from_millis(5);
     let mut ours = timer.sleep(Duration::from_secs(1));
     let mut tokios = Box::pin(tokio::time::sleep(Duration::from_secs(1)));
-    ours.reset(deadline);
+    Pin::new(&mut ours).reset(deadline);
     tokios.as_mut().reset(deadline);
     tokio::time::advance(Duration::from_millis(4)).await;
     assert!(!ours.is_elapsed(), "never before the deadline");
@@ -382,7 +382,7 @@ async fn a_stale_sleep_never_touches_the_timer_that_reused_its_key() {
     assert!(poll(&mut victim, &victim_waker).is_pending());
 
     // Still ahead when polled below (a passed deadline would be Ready at once).
-    stale.reset(start + Duration::from_millis(200));
+    Pin::new(&mut stale).reset(start + Duration::from_millis(200));
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
         woken.0.load(Ordering::SeqCst),

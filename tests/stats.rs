@@ -60,17 +60,17 @@ async fn reset_counts_pending_timers_moved_in_place() {
     let timer = Timer::builder().tick(ms(10)).build().unwrap();
     let mut sleep = timer.sleep(ms(100));
     // Not registered yet: registers on its next poll instead of moving.
-    sleep.reset(Instant::now() + ms(200));
+    Pin::new(&mut sleep).reset(Instant::now() + ms(200));
     assert_eq!(timer.stats().reset, 0);
     assert!(poll(&mut sleep).is_pending());
-    sleep.reset(Instant::now() + ms(300));
-    sleep.reset(Instant::now() + ms(50));
+    Pin::new(&mut sleep).reset(Instant::now() + ms(300));
+    Pin::new(&mut sleep).reset(Instant::now() + ms(50));
     assert_eq!(timer.stats().reset, 2);
     let start = Instant::now();
     (&mut sleep).await;
     assert!(start.elapsed() >= ms(50) && start.elapsed() < ms(60));
     // Fired: a reset re-registers on the next poll rather than moving an entry.
-    sleep.reset(Instant::now() + ms(10));
+    Pin::new(&mut sleep).reset(Instant::now() + ms(10));
     let stats = timer.stats();
     assert_eq!(
         (stats.reset, stats.cancelled, stats.fired),
@@ -190,7 +190,7 @@ async fn a_pending_sleep_reset_into_the_past_counts_as_reset() {
     tokio::time::advance(ms(50)).await;
     timer.catch_up().await;
     // A deadline whose step the driver has processed: out of the wheel at once.
-    sleep.reset(Instant::now() - ms(30));
+    Pin::new(&mut sleep).reset(Instant::now() - ms(30));
     assert_eq!(timer.pending(), 0);
     assert!(poll(&mut sleep).is_ready());
     let stats = timer.stats();

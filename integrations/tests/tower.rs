@@ -192,7 +192,8 @@ async fn behind_a_real_axum_server_slow_handlers_time_out_and_fast_ones_answer()
 /// timer follows the real clock, so a request answered in real time well within its
 /// timeout is answered, not cut off because the paused clock lags.
 #[test]
-#[cfg(not(feature = "test-util"))]
+// Release builds: a debug build without `test-util` refuses a paused runtime (below).
+#[cfg(all(not(feature = "test-util"), not(debug_assertions)))]
 fn the_default_timer_layer_in_a_paused_runtime_behind_the_real_clock_is_never_early() {
     let paused = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -228,7 +229,8 @@ fn the_default_timer_layer_in_a_paused_runtime_behind_the_real_clock_is_never_ea
 /// A paused runtime whose clock has been advanced an hour: a 50 ms timeout on the
 /// default timer (real clock) elapses after about 50 ms of real time, not an hour.
 #[test]
-#[cfg(not(feature = "test-util"))]
+// Release builds: a debug build without `test-util` refuses a paused runtime (below).
+#[cfg(all(not(feature = "test-util"), not(debug_assertions)))]
 fn the_default_timer_layer_in_a_paused_runtime_ahead_of_the_real_clock_does_not_hang() {
     let (done, finished) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -253,6 +255,33 @@ fn the_default_timer_layer_in_a_paused_runtime_ahead_of_the_real_clock_does_not_
         .expect("a 50 ms timeout on the default timer had not elapsed after 10 s");
     assert!(elapsed);
     assert!(took >= Duration::from_millis(50), "early: {took:?}");
+}
+
+/// Debug builds without `test-util`: the layer's first request on a paused runtime
+/// would be timed by the real clock while the test's stands still; it panics instead,
+/// naming the feature to add.
+#[test]
+#[cfg(all(not(feature = "test-util"), debug_assertions))]
+fn the_default_timer_layer_on_a_paused_runtime_without_test_util_names_the_feature() {
+    let paused = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        paused.block_on(async {
+            let mut service = TimeoutLayer::new(Duration::from_millis(50))
+                .layer(service_fn(|(): ()| async { Ok::<_, BoxError>(()) }));
+            service.ready().await.unwrap().call(()).await.unwrap();
+        })
+    }))
+    .expect_err("a paused runtime used the default timer without a word");
+    let message = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or_default();
+    assert!(message.contains("test-util"), "{message}");
 }
 
 /// With the feature `test-util`, the layer without a timer uses one on the calling

@@ -23,6 +23,13 @@ pub(crate) enum Registered {
     Elsewhere,
 }
 
+/// Why an entry leaves the wheel unfired, for the counts `Stats` reports.
+enum Leaving {
+    Cancelled,
+    Reset,
+    Due,
+}
+
 impl Shared {
     /// Whether `reg`, due at the deadline `offset` (see
     /// [`Clock::offset_of`](crate::clock::Clock::offset_of)), has certainly fired: its
@@ -32,15 +39,20 @@ impl Shared {
         self.clock.is_processed(offset, elapsed)
     }
 
-    /// Whether the deadline `offset` of a future that is not in the wheel has passed,
-    /// lock-free: every shard has processed its step (registering it now would find it
-    /// due), or the driver's clock has passed that step's end (the driver may be
-    /// parked, with nothing to wake for). Never before the deadline.
-    pub(crate) fn has_passed(&self, offset: i64) -> bool {
-        self.shards.iter().all(|shard| {
-            self.clock
-                .is_processed(offset, shard.elapsed.load(Ordering::Acquire))
-        }) || self.runtime.has_passed(&self.clock, offset)
+    /// Whether the deadline `offset` has passed on the driver's clock (at the deadline
+    /// itself, not at the end of its step): what a future the driver has not fired
+    /// asks before it would return `Pending`, so that a due deadline is ready when
+    /// polled, whether or not the driver has turned since. The clock is read only
+    /// when the driver's armed wakeup cannot rule the deadline out
+    /// ([`ClockBound`](super::parking::ClockBound)). Never before the deadline.
+    #[inline]
+    pub(crate) fn is_due(&self, offset: i64) -> bool {
+        !self.parking.bound().is_before(offset) && self.clock_has_reached(offset)
+    }
+
+    #[cold]
+    fn clock_has_reached(&self, offset: i64) -> bool {
+        self.clock.has_reached(offset, self.now())
     }
 
     /// Registers a future's waker at `step`.
@@ -84,13 +96,37 @@ impl Shared {
     /// Removes a future's entry, due at `step`, if it is still pending.
     #[inline]
     pub(crate) fn cancel(&self, reg: Registration, step: u64) {
+        let removed = self.take_out(reg, step, Leaving::Cancelled);
+        // Dropped here, after the lock: dropping a waker can run arbitrary code.
+        drop(removed);
+    }
+
+    /// Takes out a future's entry, due at `step`, whose deadline has passed before the
+    /// driver fired it (see [`is_due`](Shared::is_due)), and returns its waker: the
+    /// future completes without firing, as a registration found due does. Counted as
+    /// a reset if `reset` moved it there, else neither fired nor cancelled.
+    pub(crate) fn complete_due(&self, reg: Registration, step: u64, reset: bool) -> Option<Waker> {
+        let leaving = if reset { Leaving::Reset } else { Leaving::Due };
+        self.take_out(reg, step, leaving)
+    }
+
+    /// Takes the entry out of the wheel, counting it as `leaving` says, and frees the
+    /// wheel's storage if it emptied; the waker is dropped or woken by the caller,
+    /// after the lock.
+    #[inline]
+    fn take_out(&self, reg: Registration, step: u64, leaving: Leaving) -> Option<Waker> {
         let mut wheels = lock(&self.shard(reg).wheels);
         let removed = wheels.futures.remove(reg.key, step);
-        wheels.cancelled += u64::from(removed.is_some());
+        let left = u64::from(removed.is_some());
+        match leaving {
+            Leaving::Cancelled => wheels.cancelled += left,
+            Leaving::Reset => wheels.reset += left,
+            Leaving::Due => {}
+        }
         let released = wheels.futures.release_if_empty(RETAIN);
         drop(wheels);
-        // Dropped here, after the lock: dropping a waker can run arbitrary code.
-        drop((removed, released));
+        drop(released);
+        removed
     }
 
     /// Whether the future's entry `reg`, due at `step`, is still in the wheel.

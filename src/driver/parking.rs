@@ -6,13 +6,17 @@
 //! least one sees the other: either the registration sees the new value (and notifies
 //! if it is earlier), or the driver's second read of the shards sees the entry (loom:
 //! `registration_vs_park_loses_no_wakeup`).
+//!
+//! Parking also tells a future whether its deadline can have passed without reading
+//! the clock ([`ClockBound`]): while the driver's wakeup is armed with Tokio's timer
+//! and has not gone off, the driver's clock is before it.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use crate::sync::AtomicU64;
+use crate::sync::{AtomicI64, AtomicU64};
 
 /// When the driver will next wake, and how to wake it sooner.
 #[derive(Debug)]
@@ -23,6 +27,49 @@ pub(super) struct Parking {
     until: AtomicU64,
     /// What the driver waits on besides its interval.
     notify: Arc<Notify>,
+    /// Below what the driver's clock reads while its wakeup has not gone off.
+    bound: Arc<ClockBound>,
+}
+
+/// An upper bound on the driver's clock, as an offset from the timer's origin (see
+/// [`Clock::offset_of`](crate::clock::Clock::offset_of)): known while the driver's
+/// wakeup is armed with Tokio's timer and has not gone off, unknown (`i64::MAX`)
+/// otherwise.
+///
+/// *Invariant:* while it holds `b < i64::MAX`, Tokio's timer has not fired the
+/// driver's wakeup, whose deadline Tokio rounds up to at most `b`. Tokio fires a timer
+/// once its clock has reached the timer's deadline; a paused clock moves only by
+/// `advance` or auto-advance, each of which lets Tokio fire what it passed before any
+/// task sees the new time. So the clock reads before `b`, and a deadline at or after
+/// `b` has not passed: a `Sleep` polled then need not read the clock to know it is not
+/// due. On the real clock a Tokio sleep of that deadline would not have fired yet
+/// either (Tokio fires only what its driver has processed). The driver's wakeup clears
+/// it when it goes off, before the driver task is woken.
+#[derive(Debug)]
+pub(super) struct ClockBound(AtomicI64);
+
+impl ClockBound {
+    pub(super) fn new() -> ClockBound {
+        ClockBound(AtomicI64::new(i64::MAX))
+    }
+
+    /// The driver arms its wakeup, which Tokio fires before its clock reaches `bound`.
+    /// Stored before the wakeup is armed: until then the previous wakeup, if any, is
+    /// still armed, and a larger bound than its own is still above the clock.
+    pub(super) fn arm(&self, bound: i64) {
+        self.0.store(bound, Ordering::SeqCst);
+    }
+
+    /// The driver's wakeup went off, or is no longer armed: nothing is known.
+    pub(super) fn clear(&self) {
+        self.0.store(i64::MAX, Ordering::SeqCst);
+    }
+
+    /// Whether the driver's clock is certainly before the deadline `offset`.
+    #[inline]
+    pub(super) fn is_before(&self, offset: i64) -> bool {
+        offset >= self.0.load(Ordering::SeqCst)
+    }
 }
 
 impl Parking {
@@ -30,7 +77,14 @@ impl Parking {
         Parking {
             until: AtomicU64::new(u64::MAX),
             notify: Arc::new(Notify::new()),
+            bound: Arc::new(ClockBound::new()),
         }
+    }
+
+    /// The bound the driver's clock is known to be below (the driver task holds it
+    /// while it waits, as it holds [`notify`](Parking::notify)).
+    pub(super) fn bound(&self) -> &Arc<ClockBound> {
+        &self.bound
     }
 
     /// What the driver task waits on (it holds no `Shared` while it waits).

@@ -177,14 +177,6 @@ impl DriverRuntime {
         }
     }
 
-    /// Whether the driver's clock has passed the end of the step of the deadline
-    /// `offset` (see [`Clock::offset_of`]): what the driver will find when it next
-    /// turns. `false` when the clock cannot be read.
-    pub(super) fn has_passed(&self, clock: &Clock, offset: i64) -> bool {
-        self.driver_now()
-            .is_some_and(|now| clock.has_passed(offset, now))
-    }
-
     /// Whether the driver's clock has reached the last step `clock` can name (where
     /// far deadlines saturate); `true` when it cannot be read.
     pub(super) fn is_past_last_step(&self, clock: &Clock) -> bool {

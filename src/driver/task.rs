@@ -20,13 +20,14 @@ use std::panic::catch_unwind;
 use std::pin::pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::task::Poll;
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use super::context;
+use super::parking::ClockBound;
 use super::shared::Shared;
 use super::turn::Turn;
 use crate::clock::Clock;
@@ -79,7 +80,11 @@ pub(crate) fn start(
         shared: Arc::downgrade(&shared),
         ended: false,
     };
-    runtime.spawn(run(guard, shared.parking.notify().clone(), interval));
+    let parked = Parked {
+        notify: shared.parking.notify().clone(),
+        bound: shared.parking.bound().clone(),
+    };
+    runtime.spawn(run(guard, parked, interval));
     Ok(shared)
 }
 
@@ -135,8 +140,15 @@ fn wake_at(clock: &Clock, next: u64, now: Instant) -> Option<Instant> {
     Some(boundary_before_end.max(now + Duration::from_nanos(1)))
 }
 
+/// What the driver task holds of `Parking` while it waits (it holds no `Shared` then).
+struct Parked {
+    notify: Arc<Notify>,
+    bound: Arc<ClockBound>,
+}
+
 /// The driver task.
-async fn run(mut guard: DriverGuard, notify: Arc<Notify>, mut interval: Interval) {
+async fn run(mut guard: DriverGuard, parked: Parked, mut interval: Interval) {
+    let Parked { notify, bound } = parked;
     let weak = guard.shared.clone();
     let mut expired = Vec::new();
     loop {
@@ -175,36 +187,123 @@ async fn run(mut guard: DriverGuard, notify: Arc<Notify>, mut interval: Interval
         drop(shared);
         let notified = pin!(notify.notified());
         match next {
-            None => notified.await,
+            None => {
+                bound.clear();
+                notified.await;
+            }
             Some(next) => match wake_at(&clock, next, Instant::now()) {
                 Some(at) => {
+                    // Tokio fires the wakeup before its clock reaches its next whole
+                    // millisecond at or after `at`.
+                    bound.arm(
+                        clock
+                            .unclamped_offset_of(at)
+                            .saturating_add(TOKIO_MILLISECOND),
+                    );
                     interval.reset_at(at);
-                    wait(notified, &mut interval).await;
+                    wait(notified, &mut interval, &bound).await;
                 }
                 // Due already: turn again once the tasks just woken have run.
-                None => tokio::task::yield_now().await,
+                None => {
+                    bound.clear();
+                    tokio::task::yield_now().await;
+                }
             },
         }
     }
 }
 
-/// Waits for a notification or the interval's next tick.
+/// Tokio's timer's resolution: it rounds a deadline up to its next whole millisecond.
+const TOKIO_MILLISECOND: i64 = 1_000_000;
+
+/// Waits for a notification or the interval's next tick, which clears `bound` when it
+/// goes off (see [`ClockBound`]).
 async fn wait(
     mut notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
     interval: &mut Interval,
+    bound: &Arc<ClockBound>,
 ) {
+    // The task's waker, and the `Wakeup` made for it (once per wait, as a rule).
+    let mut wakeup: Option<(Waker, Waker)> = None;
     std::future::poll_fn(|cx| {
         if notified.as_mut().poll(cx).is_ready() {
             return Poll::Ready(());
         }
-        interval.poll_tick(cx).map(drop)
+        let task = cx.waker();
+        if wakeup
+            .as_ref()
+            .is_some_and(|(known, _)| !known.will_wake(task))
+        {
+            wakeup = None;
+        }
+        let (_, ours) = wakeup.get_or_insert_with(|| {
+            let ours = Waker::from(Arc::new(Wakeup {
+                bound: bound.clone(),
+                task: task.clone(),
+            }));
+            (task.clone(), ours)
+        });
+        let ticked = interval.poll_tick(&mut Context::from_waker(ours));
+        if ticked.is_ready() {
+            bound.clear();
+        }
+        ticked.map(drop)
     })
     .await
 }
 
+/// The waker Tokio's timer holds for the driver's wakeup: clears the bound on the
+/// driver's clock, then wakes the driver task.
+struct Wakeup {
+    bound: Arc<ClockBound>,
+    task: Waker,
+}
+
+impl Wake for Wakeup {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.bound.clear();
+        self.task.wake_by_ref();
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::AtomicUsize;
+
     use super::*;
+
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn the_drivers_wakeup_going_off_clears_the_bound_and_wakes_the_driver() {
+        let bound = Arc::new(ClockBound::new());
+        assert!(!bound.is_before(i64::MAX - 1), "known before any wakeup");
+        bound.arm(1_000);
+        assert!(bound.is_before(1_000));
+        assert!(!bound.is_before(999));
+        let task = Arc::new(Count(AtomicUsize::new(0)));
+        let wakeup = Waker::from(Arc::new(Wakeup {
+            bound: bound.clone(),
+            task: Waker::from(task.clone()),
+        }));
+        wakeup.wake_by_ref();
+        assert!(!bound.is_before(i64::MAX - 1), "still known once gone off");
+        assert_eq!(task.0.load(Ordering::SeqCst), 1);
+        bound.arm(2_000);
+        wakeup.wake();
+        assert!(!bound.is_before(i64::MAX - 1));
+        assert_eq!(task.0.load(Ordering::SeqCst), 2);
+    }
 
     #[test]
     fn the_driver_asks_tokio_for_the_millisecond_before_a_ticks_end_or_turns_again() {

@@ -15,6 +15,54 @@ const _: Option<(Elapsed, time::error::Error)> = None;
 const _: fn(&time::error::Error) -> [bool; 3] =
     |e| [e.is_shutdown(), e.is_at_capacity(), e.is_invalid()];
 
+/// Both make an `Error` the same ways.
+const _: fn() -> [time::error::Error; 3] =
+    || [time::error::Error::shutdown(), time::error::Error::at_capacity(), time::error::Error::invalid()];
+
+/// The same signatures, as function pointers: receivers, arguments and results.
+const _: fn(Pin<&mut Sleep>, Instant) = Sleep::reset;
+const _: fn(&Sleep) -> (Instant, bool) = |s| (s.deadline(), s.is_elapsed());
+const _: fn(Duration) -> Sleep = time::sleep;
+const _: fn(Instant) -> Sleep = time::sleep_until;
+const _: fn(Duration) -> Interval = time::interval;
+const _: fn(Instant, Duration) -> Interval = time::interval_at;
+const _: fn(Duration, std::future::Ready<()>) -> Timeout<std::future::Ready<()>> = time::timeout;
+const _: fn(Instant, std::future::Ready<()>) -> Timeout<std::future::Ready<()>> = time::timeout_at;
+const _: fn(&mut Interval, &mut std::task::Context<'_>) -> std::task::Poll<Instant> = Interval::poll_tick;
+const _: fn(&mut Interval) = Interval::reset;
+const _: fn(&mut Interval) = Interval::reset_immediately;
+const _: fn(&mut Interval, Duration) = Interval::reset_after;
+const _: fn(&mut Interval, Instant) = Interval::reset_at;
+const _: fn(&Interval) -> (Duration, MissedTickBehavior) = |i| (i.period(), i.missed_tick_behavior());
+const _: fn(&mut Interval, MissedTickBehavior) = Interval::set_missed_tick_behavior;
+const _: fn(&Timeout<std::future::Ready<()>>) -> &std::future::Ready<()> = Timeout::get_ref;
+const _: fn(&mut Timeout<std::future::Ready<()>>) -> &mut std::future::Ready<()> = Timeout::get_mut;
+const _: fn(Timeout<std::future::Ready<()>>) -> std::future::Ready<()> = Timeout::into_inner;
+const _: fn(Elapsed) -> std::io::Error = std::io::Error::from;
+
+/// A future a `Timeout` takes by `IntoFuture`, as Tokio's does.
+struct Later;
+
+impl std::future::IntoFuture for Later {
+    type Output = u8;
+    type IntoFuture = std::future::Ready<u8>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        std::future::ready(7)
+    }
+}
+
+/// What both types are, at least: `Send`, `Sync` and `Debug`; Tokio's `Sleep` is
+/// `!Unpin`, the wheel's `Unpin`, so neither is asked.
+fn _auto_traits() {
+    fn is<T: Send + Sync + std::fmt::Debug>() {}
+    is::<Sleep>();
+    is::<Interval>();
+    is::<Timeout<std::future::Ready<()>>>();
+    is::<Elapsed>();
+    is::<time::error::Error>();
+}
+
 /// The wheel's default tick: the lateness bound is this and a millisecond.
 const TICK: Duration = Duration::from_millis(10);
 
@@ -86,6 +134,59 @@ async fn idle_watchdog(idle: Duration, mut activity: tokio::sync::mpsc::Receiver
             message = activity.recv() => match message {
                 Some(()) => deadline.as_mut().reset(Instant::now() + idle),
                 None => return None,
+            },
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// Collects values until none has come for `idle`: a stream adapter's shape, its
+    /// deadline a pin-projected [`Sleep`] reset through the projection (`me` is not
+    /// `mut`), as stream-adapter crates write it.
+    struct UntilQuiet {
+        #[pin]
+        deadline: Sleep,
+        idle: Duration,
+        values: tokio::sync::mpsc::Receiver<u32>,
+        got: Vec<u32>,
+    }
+}
+
+impl Future for UntilQuiet {
+    type Output = (Vec<u32>, Instant);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let me = self.project();
+        match me.values.poll_recv(cx) {
+            std::task::Poll::Ready(Some(value)) => {
+                me.got.push(value);
+                me.deadline.reset(Instant::now() + *me.idle);
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            }
+            std::task::Poll::Ready(None) => std::task::Poll::Ready((std::mem::take(me.got), Instant::now())),
+            std::task::Poll::Pending => me
+                .deadline
+                .poll(cx)
+                .map(|()| (std::mem::take(me.got), Instant::now())),
+        }
+    }
+}
+
+/// A batcher: waits for a first item, lingers `linger` for more, then flushes.
+/// Returns when the first item came and when the batch was flushed.
+async fn batch(linger: Duration, mut items: tokio::sync::mpsc::Receiver<u32>) -> (Vec<u32>, Instant, Instant) {
+    let first = items.recv().await.unwrap();
+    let started = Instant::now();
+    let mut batch = vec![first];
+    let flush = time::sleep(linger);
+    tokio::pin!(flush);
+    loop {
+        tokio::select! {
+            () = &mut flush => return (batch, started, Instant::now()),
+            item = items.recv() => match item {
+                Some(item) => batch.push(item),
+                None => return (batch, started, Instant::now()),
             },
         }
     }
@@ -274,4 +375,69 @@ async fn advancing_a_paused_clock_fires_the_sleeps_it_passes_and_no_others() {
     time::advance(Duration::from_secs(29)).await;
     assert_ready!(long.poll());
     time::resume();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_lingers_exactly_its_linger_in_whole_milliseconds() {
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let batcher = tokio::spawn(batch(Duration::from_millis(25), rx));
+    time::sleep(Duration::from_millis(3)).await;
+    tx.send(1).await.unwrap();
+    time::sleep(Duration::from_millis(10)).await;
+    tx.send(2).await.unwrap();
+    let (batch, started, flushed) = batcher.await.unwrap();
+    assert_eq!(batch, [1, 2]);
+    // Exact, as a test written against Tokio's millisecond asserts it.
+    assert_eq!(flushed - started, Duration::from_millis(25));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pin_projected_deadline_reset_through_the_projection_cuts_on_quiet() {
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let idle = Duration::from_millis(40);
+    let quiet = tokio::spawn(UntilQuiet {
+        deadline: time::sleep(idle),
+        idle,
+        values: rx,
+        got: Vec::new(),
+    });
+    let mut last = Instant::now();
+    for value in 0..3 {
+        time::sleep(Duration::from_millis(30)).await;
+        tx.send(value).await.unwrap();
+        last = Instant::now();
+    }
+    let (got, cut) = quiet.await.unwrap();
+    assert_eq!(got, [0, 1, 2]);
+    assert_on_time("quiet", cut, last + idle);
+    drop(tx);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sleep_advanced_to_in_quarter_milliseconds_is_woken_and_ready_at_its_deadline() {
+    let mut sleep = task::spawn(time::sleep(Duration::from_millis(1)));
+    assert_pending!(sleep.poll());
+    for _ in 0..3 {
+        time::advance(Duration::from_micros(250)).await;
+        assert_pending!(sleep.poll(), "early");
+    }
+    time::advance(Duration::from_micros(250)).await;
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sleep_advanced_past_in_two_steps_is_woken_and_ready() {
+    let mut sleep = task::spawn(time::sleep(Duration::from_millis(1)));
+    assert_pending!(sleep.poll());
+    time::advance(Duration::from_micros(250)).await;
+    assert_pending!(sleep.poll(), "early");
+    time::advance(Duration::from_micros(1500)).await;
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_takes_what_turns_into_a_future() {
+    assert_eq!(time::timeout(Duration::from_secs(1), Later).await, Ok(7));
 }

@@ -108,7 +108,7 @@ async fn sleeps(timer: &Timer) {
     assert!(start.elapsed() >= MS * 20);
     let mut sleep: Sleep = timer.sleep_until(Instant::now() + MS * 50);
     assert!(!sleep.is_elapsed());
-    sleep.reset(Instant::now() + MS * 10);
+    std::pin::Pin::new(&mut sleep).reset(Instant::now() + MS * 10);
     let _ = sleep.deadline();
     (&mut sleep).await;
     assert!(sleep.is_elapsed());
