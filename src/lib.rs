@@ -144,6 +144,7 @@ mod hyper;
 mod inline_fn;
 mod interval;
 pub mod io;
+mod jitter;
 mod scheduled;
 mod sleep;
 mod stats;

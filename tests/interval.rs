@@ -1,5 +1,5 @@
 //! `Interval` with the paused clock, compared with `tokio::time::Interval` in the same
-//! runtime: same ticks, to within one wheel tick.
+//! runtime: same ticks, to within one wheel tick; and its jitter, against the schedule.
 
 use std::task::Context;
 use std::time::Duration;
@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tokio_wheel::{MissedTickBehavior, Timer};
 
 mod common;
-use common::{timer, TICK};
+use common::{assert_at, timer, LATE, TICK};
 
 const PERIOD: Duration = Duration::from_millis(100);
 
@@ -172,5 +172,223 @@ async fn a_tick_within_the_lateness_bound_is_not_missed() {
                 assert!(late < tick + ms, "{tick:?}/{wheel_size}: {late:?} late");
             }
         }
+    }
+}
+
+const JITTER: Duration = Duration::from_millis(30);
+
+/// Asserts that tick `n` of an interval started at `start`, returned as `due` and taken
+/// at `Instant::now()`, was due within `[scheduled, scheduled + jitter)`, and taken no
+/// earlier than that and less than a tick and a millisecond later; returns its offset.
+#[track_caller]
+fn assert_jittered(start: Instant, n: u32, due: Instant, jitter: Duration) -> Duration {
+    let scheduled = start + PERIOD * n;
+    assert!(
+        due >= scheduled && due < scheduled + jitter,
+        "tick {n} due {:?} after its schedule",
+        due.saturating_duration_since(scheduled)
+    );
+    assert_at(Instant::now(), due, LATE);
+    due - scheduled
+}
+
+#[tokio::test(start_paused = true)]
+async fn jittered_ticks_stay_between_their_schedule_and_the_jitter() {
+    let timer = timer();
+    let start = Instant::now();
+    let mut interval = timer.interval(PERIOD);
+    assert_eq!(interval.jitter(), Duration::ZERO);
+    interval.set_jitter(JITTER);
+    assert_eq!(interval.jitter(), JITTER);
+    // The first tick is not jittered.
+    assert_eq!(interval.tick().await, start);
+    assert_eq!(Instant::now(), start);
+    for n in 1..=300 {
+        let due = interval.tick().await;
+        assert_jittered(start, n, due, JITTER);
+        // The bound users are promised, in one: [schedule, schedule + jitter + late).
+        let taken = Instant::now() - (start + PERIOD * n);
+        assert!(
+            taken < JITTER + LATE,
+            "tick {n} taken {taken:?} after its schedule"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn jitter_offsets_vary_over_their_range_and_between_intervals() {
+    let timer = timer();
+    let start = Instant::now();
+    let mut a = timer.interval(PERIOD);
+    let mut b = timer.interval(PERIOD);
+    for interval in [&mut a, &mut b] {
+        interval.set_jitter(JITTER);
+        interval.tick().await;
+    }
+    let (mut offsets_a, mut offsets_b) = (Vec::new(), Vec::new());
+    for n in 1..=400 {
+        let due = a.tick().await;
+        offsets_a.push(assert_jittered(start, n, due, JITTER));
+        // `b`'s tick is due no later than this tick's end (its offset is below a
+        // period); it may have been due before `a`'s, which is then its lateness.
+        let due = b.tick().await;
+        let scheduled = start + PERIOD * n;
+        assert!(due >= scheduled && due < scheduled + JITTER);
+        assert!(Instant::now() >= due && Instant::now() < due.max(scheduled + JITTER) + LATE);
+        offsets_b.push(due - scheduled);
+    }
+    let distinct: std::collections::BTreeSet<_> = offsets_a.iter().collect();
+    assert!(
+        distinct.len() > 390,
+        "{} distinct offsets of 400",
+        distinct.len()
+    );
+    // Over the range: some in its first eighth, some in its last ((7/8)^400 < 1e-23
+    // that a uniform draw misses either), and the mean near the middle (seven standard
+    // deviations either way).
+    let min = *offsets_a.iter().min().unwrap();
+    let max = *offsets_a.iter().max().unwrap();
+    assert!(
+        min < JITTER / 8 && max > JITTER * 7 / 8,
+        "offsets in {min:?}..={max:?}"
+    );
+    let mean = offsets_a.iter().sum::<Duration>() / 400;
+    assert!(
+        mean > JITTER * 4 / 10 && mean < JITTER * 6 / 10,
+        "mean offset {mean:?}"
+    );
+    // Two intervals made together draw apart.
+    let same = offsets_a
+        .iter()
+        .zip(&offsets_b)
+        .filter(|(a, b)| a == b)
+        .count();
+    assert!(
+        same < 5,
+        "{same} of 400 ticks at the same offset in both intervals"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_schedule_does_not_drift_under_jitter() {
+    let timer = timer();
+    let start = Instant::now();
+    let mut interval = timer.interval(PERIOD);
+    interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    // The largest jitter there is: offsets anywhere in a period.
+    interval.set_jitter(PERIOD * 3);
+    assert_eq!(interval.jitter(), PERIOD);
+    interval.tick().await;
+    for n in 1..=3000 {
+        let due = interval.tick().await;
+        assert_jittered(start, n, due, PERIOD);
+    }
+}
+
+/// The ticks `n` of sixteen jittered intervals with `behavior` when their task stalls
+/// 350 ms after the first: (n, instant due, instant taken) from `start`.
+async fn jittered_after_stall(behavior: MissedTickBehavior) -> Vec<(u32, Duration, Duration)> {
+    let timer = timer();
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let timer = timer.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut interval = timer.interval_at(start, PERIOD);
+            interval.set_missed_tick_behavior(behavior);
+            interval.set_jitter(Duration::from_millis(20));
+            assert_eq!(interval.tick().await, start);
+            tokio::time::sleep(Duration::from_millis(350)).await;
+            let mut ticks = Vec::new();
+            for n in 1..=6 {
+                let due = interval.tick().await;
+                ticks.push((n, due - start, Instant::now() - start));
+            }
+            ticks
+        }));
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.unwrap());
+    }
+    all
+}
+
+#[tokio::test(start_paused = true)]
+async fn missed_ticks_behave_on_the_schedule_under_jitter() {
+    let ms = Duration::from_millis;
+    let stall = ms(350);
+    for behavior in [
+        MissedTickBehavior::Burst,
+        MissedTickBehavior::Delay,
+        MissedTickBehavior::Skip,
+    ] {
+        for (n, due, taken) in jittered_after_stall(behavior).await {
+            // Tick 1 (scheduled at 100 ms) is missed in every case; what follows:
+            let scheduled = match (behavior, n) {
+                // Burst: the schedule, ticks 2 and 3 made up at once.
+                (MissedTickBehavior::Burst, _) => PERIOD * n,
+                (_, 1) => PERIOD,
+                // Delay: a period after tick 1 was taken, and on from there.
+                (MissedTickBehavior::Delay, _) => stall + PERIOD * (n - 1),
+                // Skip: the schedule's next tick after the stall, 400 ms.
+                _ => PERIOD * (n + 2),
+            };
+            let what = format!("{behavior:?}: tick {n} due {due:?} taken {taken:?}");
+            assert!(due >= scheduled && due < scheduled + ms(20), "{what}");
+            assert!(taken >= due && taken >= stall, "{what}");
+            assert!(taken < due.max(stall) + LATE, "{what}");
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn resets_are_exact_under_jitter_and_jitter_changes_apply_to_the_pending_tick() {
+    let timer = timer();
+    let start = Instant::now();
+    let mut interval = timer.interval(PERIOD);
+    interval.set_jitter(JITTER);
+    interval.tick().await;
+    let mut n = 1;
+    // A smaller bound draws the pending tick again within it.
+    for _ in 0..20 {
+        interval.set_jitter(JITTER);
+        interval.set_jitter(JITTER / 10);
+        let due = interval.tick().await;
+        assert_jittered(start, n, due, JITTER / 10);
+        n += 1;
+    }
+    // Turned off, the pending tick is on its schedule again, and so are the later ones.
+    interval.set_jitter(JITTER);
+    interval.set_jitter(Duration::ZERO);
+    assert_eq!(interval.jitter(), Duration::ZERO);
+    for _ in 0..5 {
+        assert_eq!(interval.tick().await, start + PERIOD * n);
+        assert_at(Instant::now(), start + PERIOD * n, LATE);
+        n += 1;
+    }
+    // A reset's tick is at the instant asked for; the ones after it are jittered.
+    interval.set_jitter(JITTER);
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(7)).await;
+        let now = Instant::now();
+        interval.reset_immediately();
+        assert_eq!(interval.tick().await, now);
+        assert_eq!(Instant::now(), now);
+        let due = interval.tick().await;
+        assert_jittered(now, 1, due, JITTER);
+        let now = Instant::now();
+        interval.reset_after(Duration::from_millis(55));
+        assert_eq!(interval.tick().await, now + Duration::from_millis(55));
+        assert_at(Instant::now(), now + Duration::from_millis(55), LATE);
+        let due = interval.tick().await;
+        assert_jittered(now + Duration::from_millis(55), 1, due, JITTER);
+        let at = Instant::now() + Duration::from_millis(33);
+        interval.reset_at(at);
+        assert_eq!(interval.tick().await, at);
+        assert_at(Instant::now(), at, LATE);
+        interval.reset();
+        let now = Instant::now();
+        assert_eq!(interval.tick().await, now + PERIOD);
     }
 }
