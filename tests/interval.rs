@@ -1,12 +1,13 @@
 //! `Interval` with the paused clock, compared with `tokio::time::Interval` in the same
 //! runtime: same ticks, to within one wheel tick; and its jitter, against the schedule.
 
-use std::task::Context;
+use std::future::Future;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::time::Instant;
-use tokio_wheel::{MissedTickBehavior, Timer};
+use tokio_wheel::{Interval, MissedTickBehavior, Timer};
 
 mod common;
 use common::{assert_at, timer, LATE, TICK};
@@ -172,6 +173,158 @@ async fn a_tick_within_the_lateness_bound_is_not_missed() {
                 assert!(late < tick + ms, "{tick:?}/{wheel_size}: {late:?} late");
             }
         }
+    }
+}
+
+/// The methods a swapped caller uses, on ours and on tokio's, so that one script runs
+/// on both.
+trait Ticker {
+    fn tick(&mut self) -> impl Future<Output = Instant> + '_;
+    fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant>;
+    fn reset(&mut self);
+    fn reset_immediately(&mut self);
+    fn reset_after(&mut self, after: Duration);
+    fn reset_at(&mut self, deadline: Instant);
+}
+
+macro_rules! ticker {
+    ($t:ty) => {
+        impl Ticker for $t {
+            fn tick(&mut self) -> impl Future<Output = Instant> + '_ {
+                <$t>::tick(self)
+            }
+            fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
+                <$t>::poll_tick(self, cx)
+            }
+            fn reset(&mut self) {
+                <$t>::reset(self)
+            }
+            fn reset_immediately(&mut self) {
+                <$t>::reset_immediately(self)
+            }
+            fn reset_after(&mut self, after: Duration) {
+                <$t>::reset_after(self, after)
+            }
+            fn reset_at(&mut self, deadline: Instant) {
+                <$t>::reset_at(self, deadline)
+            }
+        }
+    };
+}
+ticker!(Interval);
+ticker!(tokio::time::Interval);
+
+/// Ours has tokio's signatures, so a caller swapped from `tokio::time` compiles: each
+/// method of both coerces to the same function pointer type (`tick` is async: the
+/// `Ticker` impls above call it alike), and both are `Send`, `Sync`, `Unpin`, `Debug`.
+#[test]
+fn signatures_are_tokios() {
+    macro_rules! same {
+        ($method:ident: $fn:ty) => {{
+            let _: $fn = Interval::$method;
+            let _: $fn = tokio::time::Interval::$method;
+        }};
+    }
+    same!(poll_tick: for<'a, 'b> fn(&'a mut _, &'b mut Context<'_>) -> Poll<Instant>);
+    same!(reset: fn(&mut _));
+    same!(reset_immediately: fn(&mut _));
+    same!(reset_after: fn(&mut _, Duration));
+    same!(reset_at: fn(&mut _, Instant));
+    same!(period: fn(&_) -> Duration);
+    same!(missed_tick_behavior: fn(&_) -> MissedTickBehavior);
+    same!(set_missed_tick_behavior: fn(&mut _, MissedTickBehavior));
+    fn traits<T: Send + Sync + Unpin + std::fmt::Debug>() {}
+    traits::<Interval>();
+    traits::<tokio::time::Interval>();
+}
+
+/// Every reset, on an interval started at `start`: (instant returned, instant taken) of
+/// each tick, from `start`. The resets happen at whole instants after `start` (a tokio
+/// sleep's end), so that ours and tokio's reset at the same instant.
+async fn resets<T: Ticker>(mut interval: T, start: Instant) -> Vec<(Duration, Duration)> {
+    let mut ticks = Vec::new();
+    macro_rules! tick {
+        () => {{
+            let due = interval.tick().await;
+            ticks.push((due - start, Instant::now() - start));
+        }};
+    }
+    let at = |ms| tokio::time::sleep_until(start + Duration::from_millis(ms));
+    tick!(); // 0
+    at(30).await;
+    interval.reset();
+    tick!(); // 130: a period from the reset
+    tick!(); // 230
+    at(260).await;
+    interval.reset_immediately();
+    tick!(); // 260, at once
+    tick!(); // 360
+    at(370).await;
+    interval.reset_after(Duration::from_millis(250));
+    tick!(); // 620
+    tick!(); // 720
+    at(730).await;
+    interval.reset_at(start + Duration::from_millis(790));
+    tick!(); // 790
+    tick!(); // 890
+             // A tick registered, then passed unseen: the reset moves it all the same.
+    let waker = futures::task::noop_waker();
+    assert!(interval
+        .poll_tick(&mut Context::from_waker(&waker))
+        .is_pending());
+    at(1000).await;
+    interval.reset_after(Duration::from_millis(50));
+    tick!(); // 1050
+             // A deadline passed long ago: that tick at once, then the missed-tick behaviour.
+    at(1100).await;
+    interval.reset_at(start + Duration::from_millis(820));
+    for _ in 0..5 {
+        tick!();
+    }
+    ticks
+}
+
+#[tokio::test(start_paused = true)]
+async fn resets_tick_as_tokio_does() {
+    let mut by_behavior = Vec::new();
+    for behavior in [
+        MissedTickBehavior::Burst,
+        MissedTickBehavior::Delay,
+        MissedTickBehavior::Skip,
+    ] {
+        let timer = timer();
+        let start = Instant::now();
+        let mut ours = timer.interval_at(start, PERIOD);
+        ours.set_missed_tick_behavior(behavior);
+        let mut theirs = tokio::time::interval_at(start, PERIOD);
+        theirs.set_missed_tick_behavior(behavior);
+        let (ours, theirs) = tokio::join!(resets(ours, start,), resets(theirs, start));
+        let due = |ticks: &[(Duration, Duration)]| ticks.iter().map(|t| t.0).collect::<Vec<_>>();
+        assert_eq!(due(&ours), due(&theirs), "{behavior:?}");
+        for (&(due, taken), &(_, tokio_taken)) in ours.iter().zip(&theirs) {
+            // Never before the tick was due; late by less than a tick and a millisecond
+            // after tokio took it (at once when it was due, else within its 1 ms).
+            assert!(taken >= due, "{behavior:?}: {due:?} taken at {taken:?}");
+            assert!(
+                taken < tokio_taken.max(due) + LATE,
+                "{behavior:?}: {due:?} taken at {taken:?}, by tokio at {tokio_taken:?}"
+            );
+        }
+        by_behavior.push(due(&ours));
+    }
+    let ms = |ms: &[u64]| {
+        ms.iter()
+            .map(|&m| Duration::from_millis(m))
+            .collect::<Vec<_>>()
+    };
+    let common = [0, 130, 230, 260, 360, 620, 720, 790, 890, 1050, 820];
+    let expected = [
+        [920, 1020, 1120, 1220],  // Burst: the schedule, caught up at once
+        [1200, 1300, 1400, 1500], // Delay: a period after the late tick
+        [1120, 1220, 1320, 1420], // Skip: the schedule's next tick after now
+    ];
+    for (ticks, tail) in by_behavior.iter().zip(expected) {
+        assert_eq!(ticks, &ms(&[&common[..], &tail[..]].concat()));
     }
 }
 
