@@ -6,7 +6,7 @@
 //! ```
 //!
 //! The connections all start in the same tick, as after a reconnect storm, and each
-//! sends a heartbeat every 250 ms, delayed by a random offset below `jitter %` of the
+//! sends a heartbeat every 250 ms, delayed by a random amount below `jitter %` of the
 //! period (10% by default; `0` turns jitter off and shows the heartbeats in lockstep).
 //! Per second, the summary shows the beats, the largest burst (beats taken in one tick
 //! of the timer, as the tasks see the clock; the first beats, all at once, are left

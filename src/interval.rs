@@ -55,19 +55,21 @@ use crate::Sleep;
 /// Intervals started in the same tick, as the heartbeats of connections opened together
 /// after a deploy are, tick in the same tick of the wheel every period: a burst of
 /// wakeups, and of messages, that lasts. [`set_jitter(max)`](Interval::set_jitter)
-/// delays each tick after the first by a fresh random offset, uniform in `[0, max)`,
-/// from its scheduled instant, and so spreads such intervals over `max`.
+/// delays each tick after the first by a random amount, drawn afresh for each tick,
+/// uniform in `[0, max)`, from its scheduled instant, and so spreads such intervals
+/// over `max`.
 ///
 /// The schedule does not drift: tick `n` stays scheduled at `start + n × period`, and
 /// completes no earlier than that and less than `max` plus a tick and a millisecond
 /// after it (plus scheduling delay). A tick counts as missed when taken more than a tick
-/// and a millisecond after its offset instant, and the `MissedTickBehavior` then acts on
+/// and a millisecond after the instant it was due at (its draw included), and the
+/// `MissedTickBehavior` then acts on
 /// the schedule (`Delay` moves the schedule to a period after the late tick, as without
 /// jitter). The first tick, and one set by a `reset`, complete at the instant asked for;
-/// [`tick`](Interval::tick) returns the instant each tick was due at, offset included.
+/// [`tick`](Interval::tick) returns the instant each tick was due at, draw included.
 /// Each interval draws from a generator of its own (SplitMix64), seeded from std's
 /// per-process random hash keys and a counter, so two intervals, or two processes, do
-/// not draw the same offsets. With no jitter (the default) ticks are exactly as
+/// not draw alike. With no jitter (the default) ticks are exactly as
 /// Tokio's.
 ///
 /// ```
@@ -122,29 +124,29 @@ use crate::Sleep;
 /// ```
 #[derive(Debug)]
 pub struct Interval {
-    /// Due at the pending tick's instant: its scheduled instant plus its offset (see
-    /// `pending`). Exact, so the schedule is recovered by subtracting the offset: a
+    /// Due at the pending tick's instant: its scheduled instant plus its draw (see
+    /// `pending`). Exact, so the schedule is recovered by subtracting the draw: a
     /// `Sleep`'s deadline is the instant it was given, short of the wheel's range.
     sleep: Sleep,
     period: Duration,
     /// The jitter's bound in nanoseconds, at most the period's; zero when off.
     jitter: u64,
-    /// The jitter's generator: a pending `Scheduled` tick's offset is
-    /// `jitter::offset(rng, jitter)`, drawn again from it when needed.
+    /// The jitter's generator: a pending `Scheduled` tick's draw is
+    /// `jitter::draw(rng, jitter)`, drawn again from it when needed.
     rng: u64,
     behavior: MissedTickBehavior,
     /// How the pending tick's instant was set.
     pending: Pending,
 }
 
-/// How an [`Interval`]'s pending tick got its instant, and so whether it carries an
-/// offset.
+/// How an [`Interval`]'s pending tick got its instant, and so whether it carries a
+/// draw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pending {
-    /// Asked for: the first tick, or one a `reset` set. No offset.
+    /// Asked for: the first tick, or one a `reset` set. No draw.
     Exact,
-    /// Scheduled by the tick before it: its scheduled instant plus the offset `rng`
-    /// draws below `jitter` (none when `jitter` is zero).
+    /// Scheduled by the tick before it: its scheduled instant plus what `rng` draws
+    /// below `jitter` (nothing when `jitter` is zero).
     Scheduled,
 }
 
@@ -166,7 +168,7 @@ impl Interval {
     }
 
     /// Completes at the next tick, returning the instant it was due at: its scheduled
-    /// instant, plus its offset when [jittered](Interval::set_jitter).
+    /// instant, plus its draw when [jittered](Interval::set_jitter).
     ///
     /// The first tick completes at once (at `start` for `interval_at`); see
     /// [missed ticks](Interval#missed-ticks) for a tick taken late.
@@ -197,7 +199,7 @@ impl Interval {
         }
         let scheduled = self.scheduled(due);
         // Missed only beyond the timer's own lateness bound (a tick and Tokio's
-        // millisecond) past the instant the tick was due at, offset included; what
+        // millisecond) past the instant the tick was due at, draw included; what
         // follows a miss is decided on the schedule.
         let late = now.saturating_duration_since(due);
         let on_time = self.sleep.shared().clock.tick() + Duration::from_millis(1);
@@ -209,27 +211,27 @@ impl Interval {
         let mut next = next.unwrap_or_else(|| crate::clock::far_future(now));
         if self.jitter != 0 {
             self.rng = jitter::next(self.rng);
-            next = crate::clock::deadline_after(next, self.offset());
+            next = crate::clock::deadline_after(next, self.draw());
         }
         self.pending = Pending::Scheduled;
         self.reset_sleep(next);
         Poll::Ready(due)
     }
 
-    /// The scheduled instant of the pending tick, due at `due`: `due` less its offset.
+    /// The scheduled instant of the pending tick, due at `due`: `due` less its draw.
     fn scheduled(&self, due: Instant) -> Instant {
         if self.pending == Pending::Scheduled && self.jitter != 0 {
-            due.checked_sub(self.offset()).unwrap_or(due)
+            due.checked_sub(self.draw()).unwrap_or(due)
         } else {
             due
         }
     }
 
-    /// The offset the generator's state draws, below the jitter's bound.
-    fn offset(&self) -> Duration {
-        let offset = jitter::offset(self.rng, self.jitter);
-        debug_assert!(offset < self.jitter || self.jitter == 0);
-        Duration::from_nanos(offset)
+    /// What the generator's state draws, below the jitter's bound.
+    fn draw(&self) -> Duration {
+        let draw = jitter::draw(self.rng, self.jitter);
+        debug_assert!(draw < self.jitter || self.jitter == 0);
+        Duration::from_nanos(draw)
     }
 
     /// The scheduled instant of the next tick after the one scheduled at `scheduled`
@@ -389,13 +391,15 @@ impl Interval {
         self.behavior = behavior;
     }
 
-    /// Delays each tick after the first by a fresh random offset, uniform in
-    /// `[0, max)`, from its scheduled instant; see [jitter](Interval#jitter).
+    /// Delays each tick after the first by a random amount, drawn afresh for each
+    /// tick, uniform in `[0, max)`, from its scheduled instant; see
+    /// [jitter](Interval#jitter).
     ///
     /// `Duration::ZERO` (the default) turns it off. A `max` longer than the period is
-    /// the period, so that ticks stay in order (and one beyond 584 years is that).
+    /// the period, so that ticks stay in order (and one beyond 2^64 ns, 584 years, is
+    /// that).
     /// It applies from the pending tick on, unless that one is exact (the first, or
-    /// set by a `reset`): a pending jittered tick draws its offset again within the new
+    /// set by a `reset`): a pending jittered tick is drawn again within the new
     /// bound.
     pub fn set_jitter(&mut self, max: Duration) {
         let max = u64::try_from(max.min(self.period).as_nanos()).unwrap_or(u64::MAX);
@@ -412,13 +416,13 @@ impl Interval {
             let due = if max == 0 {
                 scheduled
             } else {
-                crate::clock::deadline_after(scheduled, self.offset())
+                crate::clock::deadline_after(scheduled, self.draw())
             };
             self.reset_sleep(due);
         }
     }
 
-    /// The bound of each tick's offset set by [`set_jitter`](Interval::set_jitter):
+    /// The bound of each tick's draw, set by [`set_jitter`](Interval::set_jitter):
     /// `Duration::ZERO` when off.
     pub fn jitter(&self) -> Duration {
         Duration::from_nanos(self.jitter)
@@ -438,7 +442,7 @@ mod tests {
     use super::*;
 
     /// Jitter costs an interval 16 bytes, a cache line in all: its bound and its
-    /// generator (the offset is drawn again, not stored; `pending` fits beside the
+    /// generator (the draw is made again, not stored; `pending` fits beside the
     /// behaviour).
     #[test]
     fn an_interval_is_one_cache_line() {

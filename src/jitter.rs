@@ -1,12 +1,12 @@
-//! Random offsets for jittered intervals: a seed per interval and a uniform draw below a
+//! The draws of jittered intervals: a seed per interval, and a uniform draw below a
 //! bound.
 //!
 //! Intervals started in the same tick stay in the same tick on a wheel, period after
-//! period; an offset drawn afresh for each of their ticks spreads them. The offsets need
+//! period; a random delay drawn afresh for each of their ticks spreads them. The draws need
 //! no cryptographic quality, only to differ from interval to interval, from process to
 //! process and from tick to tick, at no cost in size: the generator is SplitMix64
 //! (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", 2014), whose
-//! whole state is one `u64` that advances by a constant, so that the offset of a state
+//! whole state is one `u64` that advances by a constant, so that the draw of a state
 //! can be computed again from the state alone.
 //!
 //! # Seeds
@@ -36,9 +36,9 @@ pub(crate) fn next(state: u64) -> u64 {
     state.wrapping_add(GAMMA)
 }
 
-/// The offset `state` draws below `max`, in `[0, max)`: uniform to within 2^-64 of each
+/// What `state` draws below `max`, in `[0, max)`: uniform to within 2^-64 of each
 /// value's probability, and zero when `max` is.
-pub(crate) fn offset(state: u64, max: u64) -> u64 {
+pub(crate) fn draw(state: u64, max: u64) -> u64 {
     // The high half of a 64×64-bit product: `mix(state) / 2^64` scaled to `max`, which
     // stays below `max` since `mix(state) < 2^64`.
     ((u128::from(mix(state)) * u128::from(max)) >> 64) as u64
@@ -61,28 +61,28 @@ mod tests {
     }
 
     #[test]
-    fn offsets_stay_below_the_bound() {
+    fn draws_stay_below_the_bound() {
         for max in [1, 2, 3, 1000, 1 << 40, u64::MAX - 1, u64::MAX] {
             for state in states(seed(), 10_000).chain([0, u64::MAX]) {
-                assert!(offset(state, max) < max, "state {state:#x}, max {max}");
+                assert!(draw(state, max) < max, "state {state:#x}, max {max}");
             }
         }
         // At the widest bound the draw is the mixed state less one (or zero): the
         // product's high half never reaches the bound.
         for state in states(seed(), 1_000) {
-            assert_eq!(offset(state, u64::MAX), mix(state).saturating_sub(1));
+            assert_eq!(draw(state, u64::MAX), mix(state).saturating_sub(1));
         }
-        assert_eq!(offset(12_345, 0), 0);
+        assert_eq!(draw(12_345, 0), 0);
     }
 
     #[test]
-    fn offsets_are_uniform() {
+    fn draws_are_uniform() {
         const BUCKETS: usize = 16;
         const DRAWS: usize = 160_000;
         let max = 1_000_003; // not a power of two
         let mut counts = [0usize; BUCKETS];
         for state in states(seed(), DRAWS) {
-            counts[(offset(state, max) as usize) * BUCKETS / max as usize] += 1;
+            counts[(draw(state, max) as usize) * BUCKETS / max as usize] += 1;
         }
         // 10 000 expected per bucket, standard deviation about 97: 6 of them either way.
         for (i, &c) in counts.iter().enumerate() {
@@ -102,11 +102,11 @@ mod tests {
     }
 
     #[test]
-    fn successive_states_draw_unrelated_offsets() {
+    fn successive_states_draw_unrelated_values() {
         // Neighbouring states (a seed and its successors) must not draw neighbouring
-        // offsets: the output function spreads them.
+        // values: the output function spreads them.
         let max = 1_000;
-        let draws: Vec<u64> = states(0, 1_000).map(|s| offset(s, max)).collect();
+        let draws: Vec<u64> = states(0, 1_000).map(|s| draw(s, max)).collect();
         let steps_up = draws.windows(2).filter(|w| w[1] > w[0]).count();
         assert!((400..600).contains(&steps_up), "{steps_up} of 999 rise");
         let distinct: std::collections::BTreeSet<_> = draws.iter().collect();

@@ -332,7 +332,7 @@ const JITTER: Duration = Duration::from_millis(30);
 
 /// Asserts that tick `n` of an interval started at `start`, returned as `due` and taken
 /// at `Instant::now()`, was due within `[scheduled, scheduled + jitter)`, and taken no
-/// earlier than that and less than a tick and a millisecond later; returns its offset.
+/// earlier than that and less than a tick and a millisecond later; returns its draw.
 #[track_caller]
 fn assert_jittered(start: Instant, n: u32, due: Instant, jitter: Duration) -> Duration {
     let scheduled = start + PERIOD * n;
@@ -369,7 +369,7 @@ async fn jittered_ticks_stay_between_their_schedule_and_the_jitter() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn jitter_offsets_vary_over_their_range_and_between_intervals() {
+async fn jitter_draws_vary_over_their_range_and_between_intervals() {
     let timer = timer();
     let start = Instant::now();
     let mut a = timer.interval(PERIOD);
@@ -378,47 +378,43 @@ async fn jitter_offsets_vary_over_their_range_and_between_intervals() {
         interval.set_jitter(JITTER);
         interval.tick().await;
     }
-    let (mut offsets_a, mut offsets_b) = (Vec::new(), Vec::new());
+    let (mut draws_a, mut draws_b) = (Vec::new(), Vec::new());
     for n in 1..=400 {
         let due = a.tick().await;
-        offsets_a.push(assert_jittered(start, n, due, JITTER));
-        // `b`'s tick is due no later than this tick's end (its offset is below a
+        draws_a.push(assert_jittered(start, n, due, JITTER));
+        // `b`'s tick is due no later than this tick's end (its draw is below a
         // period); it may have been due before `a`'s, which is then its lateness.
         let due = b.tick().await;
         let scheduled = start + PERIOD * n;
         assert!(due >= scheduled && due < scheduled + JITTER);
         assert!(Instant::now() >= due && Instant::now() < due.max(scheduled + JITTER) + LATE);
-        offsets_b.push(due - scheduled);
+        draws_b.push(due - scheduled);
     }
-    let distinct: std::collections::BTreeSet<_> = offsets_a.iter().collect();
+    let distinct: std::collections::BTreeSet<_> = draws_a.iter().collect();
     assert!(
         distinct.len() > 390,
-        "{} distinct offsets of 400",
+        "{} distinct draws of 400",
         distinct.len()
     );
     // Over the range: some in its first eighth, some in its last ((7/8)^400 < 1e-23
     // that a uniform draw misses either), and the mean near the middle (seven standard
     // deviations either way).
-    let min = *offsets_a.iter().min().unwrap();
-    let max = *offsets_a.iter().max().unwrap();
+    let min = *draws_a.iter().min().unwrap();
+    let max = *draws_a.iter().max().unwrap();
     assert!(
         min < JITTER / 8 && max > JITTER * 7 / 8,
-        "offsets in {min:?}..={max:?}"
+        "draws in {min:?}..={max:?}"
     );
-    let mean = offsets_a.iter().sum::<Duration>() / 400;
+    let mean = draws_a.iter().sum::<Duration>() / 400;
     assert!(
         mean > JITTER * 4 / 10 && mean < JITTER * 6 / 10,
-        "mean offset {mean:?}"
+        "mean draw {mean:?}"
     );
     // Two intervals made together draw apart.
-    let same = offsets_a
-        .iter()
-        .zip(&offsets_b)
-        .filter(|(a, b)| a == b)
-        .count();
+    let same = draws_a.iter().zip(&draws_b).filter(|(a, b)| a == b).count();
     assert!(
         same < 5,
-        "{same} of 400 ticks at the same offset in both intervals"
+        "{same} of 400 ticks with the same draw in both intervals"
     );
 }
 
@@ -428,7 +424,7 @@ async fn the_schedule_does_not_drift_under_jitter() {
     let start = Instant::now();
     let mut interval = timer.interval(PERIOD);
     interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    // The largest jitter there is: offsets anywhere in a period.
+    // The largest jitter there is: draws anywhere in a period.
     interval.set_jitter(PERIOD * 3);
     assert_eq!(interval.jitter(), PERIOD);
     interval.tick().await;
