@@ -208,14 +208,28 @@ impl Interval {
         } else {
             scheduled.checked_add(self.period)
         };
-        let mut next = next.unwrap_or_else(|| crate::clock::far_future(now));
+        let next = next.unwrap_or_else(|| crate::clock::far_future(now));
         if self.jitter != 0 {
             self.rng = jitter::next(self.rng);
-            next = crate::clock::deadline_after(next, self.draw());
         }
-        self.pending = Pending::Scheduled;
-        self.reset_sleep(next);
+        self.reset_scheduled(next);
         Poll::Ready(due)
+    }
+
+    /// Makes the pending tick the one scheduled at `scheduled`: due then plus its draw.
+    fn reset_scheduled(&mut self, scheduled: Instant) {
+        self.pending = Pending::Scheduled;
+        if self.jitter == 0 {
+            return self.reset_sleep(scheduled);
+        }
+        let due = scheduled.checked_add(self.draw());
+        self.reset_sleep(due.unwrap_or(scheduled));
+        // Beyond the wheel's range the sleep's deadline saturates, and less the draw it
+        // would name an instant before the schedule: such a tick (and one past
+        // `Instant`'s range) keeps no draw, as a `Sleep` keeps no exact deadline there.
+        if due != Some(self.sleep.deadline()) {
+            self.pending = Pending::Exact;
+        }
     }
 
     /// The scheduled instant of the pending tick, due at `due`: `due` less its draw.
@@ -400,7 +414,8 @@ impl Interval {
     /// that).
     /// It applies from the pending tick on, unless that one is exact (the first, or
     /// set by a `reset`): a pending jittered tick is drawn again within the new
-    /// bound.
+    /// bound. A tick due beyond the wheel's range saturates there as a
+    /// [`Sleep`](crate::Sleep#method.deadline) does, and keeps no draw.
     pub fn set_jitter(&mut self, max: Duration) {
         let max = u64::try_from(max.min(self.period).as_nanos()).unwrap_or(u64::MAX);
         if max == self.jitter {
@@ -413,12 +428,7 @@ impl Interval {
         }
         self.jitter = max;
         if self.pending == Pending::Scheduled {
-            let due = if max == 0 {
-                scheduled
-            } else {
-                crate::clock::deadline_after(scheduled, self.draw())
-            };
-            self.reset_sleep(due);
+            self.reset_scheduled(scheduled);
         }
     }
 

@@ -541,3 +541,35 @@ async fn resets_are_exact_under_jitter_and_jitter_changes_apply_to_the_pending_t
         assert_eq!(interval.tick().await, now + PERIOD);
     }
 }
+
+/// A jittered tick due beyond the wheel's range (139 years at a 1 ms tick) saturates
+/// there, as a `Sleep` does, and keeps no draw: no later change of the jitter can then
+/// bring it before its schedule.
+#[tokio::test(start_paused = true)]
+async fn a_draw_beyond_the_wheels_range_never_brings_a_tick_early() {
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    let year = Duration::from_secs(365 * 86_400);
+    let start = Instant::now();
+    let mut intervals = Vec::new();
+    for _ in 0..20 {
+        let mut interval = timer.interval_at(start, year * 100);
+        interval.set_jitter(year * 100);
+        assert_eq!(interval.tick().await, start);
+        // The pending tick, scheduled at 100 years, is due below 200, often past 139.
+        interval.set_jitter(Duration::from_millis(1));
+        intervals.push(interval);
+    }
+    for mut interval in intervals {
+        let due = interval.tick().await;
+        assert!(
+            due >= start + year * 100,
+            "due {:?} early",
+            start + year * 100 - due
+        );
+        assert!(due < start + year * 100 + year * 40);
+        assert!(Instant::now() >= due);
+    }
+}
