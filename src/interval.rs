@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, MissedTickBehavior};
 
+use crate::jitter;
 use crate::Sleep;
 
 /// Ticks every `period`, as [`tokio::time::Interval`][tokio-interval] does, to within a tick and a
@@ -49,6 +50,47 @@ use crate::Sleep;
 /// # }
 /// ```
 ///
+/// # Jitter
+///
+/// Intervals started in the same tick, as the heartbeats of connections opened together
+/// after a deploy are, tick in the same tick of the wheel every period: a burst of
+/// wakeups, and of messages, that lasts. [`set_jitter(max)`](Interval::set_jitter)
+/// delays each tick after the first by a random amount, drawn afresh for each tick,
+/// uniform in `[0, max)`, from its scheduled instant, and so spreads such intervals
+/// over `max`.
+///
+/// The schedule does not drift: tick `n` stays scheduled at `start + n × period`, and
+/// completes no earlier than that and less than `max` plus a tick and a millisecond
+/// after it (plus scheduling delay). A tick counts as missed when taken more than a tick
+/// and a millisecond after the instant it was due at (its draw included), and the
+/// `MissedTickBehavior` then acts on
+/// the schedule (`Delay` moves the schedule to a period after the late tick, as without
+/// jitter). The first tick, and one set by a `reset`, complete at the instant asked for;
+/// [`tick`](Interval::tick) returns the instant each tick was due at, draw included.
+/// Each interval draws from a generator of its own (SplitMix64), seeded from std's
+/// per-process random hash keys and a counter, so two intervals, or two processes, do
+/// not draw alike. With no jitter (the default) ticks are exactly as
+/// Tokio's.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use std::time::Duration;
+/// use tokio_wheel::{Instant, Timer};
+///
+/// let timer = Timer::new();
+/// let start = Instant::now();
+/// let mut heartbeat = timer.interval(Duration::from_secs(1));
+/// heartbeat.set_jitter(Duration::from_millis(100));
+/// assert_eq!(heartbeat.tick().await, start); // the first at once, as ever
+/// for n in 1..=5u32 {
+///     let due = heartbeat.tick().await;
+///     let scheduled = start + Duration::from_secs(1) * n;
+///     assert!(due >= scheduled && due < scheduled + Duration::from_millis(100));
+/// }
+/// # }
+/// ```
+///
 /// [tokio-interval]: https://docs.rs/tokio/1/tokio/time/struct.Interval.html
 /// [stream]: https://docs.rs/futures-core/0.3/futures_core/stream/trait.Stream.html
 /// [`set_missed_tick_behavior`]: Interval::set_missed_tick_behavior
@@ -82,10 +124,30 @@ use crate::Sleep;
 /// ```
 #[derive(Debug)]
 pub struct Interval {
-    /// Due at the next tick's scheduled instant.
+    /// Due at the pending tick's instant: its scheduled instant plus its draw (see
+    /// `pending`). Exact, so the schedule is recovered by subtracting the draw: a
+    /// `Sleep`'s deadline is the instant it was given, short of the wheel's range.
     sleep: Sleep,
     period: Duration,
+    /// The jitter's bound in nanoseconds, at most the period's; zero when off.
+    jitter: u64,
+    /// The jitter's generator: a pending `Scheduled` tick's draw is
+    /// `jitter::draw(rng, jitter)`, drawn again from it when needed.
+    rng: u64,
     behavior: MissedTickBehavior,
+    /// How the pending tick's instant was set.
+    pending: Pending,
+}
+
+/// How an [`Interval`]'s pending tick got its instant, and so whether it carries a
+/// draw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pending {
+    /// Asked for: the first tick, or one a `reset` set. No draw.
+    Exact,
+    /// Scheduled by the tick before it: its scheduled instant plus what `rng` draws
+    /// below `jitter` (nothing when `jitter` is zero).
+    Scheduled,
 }
 
 impl Interval {
@@ -98,32 +160,45 @@ impl Interval {
         Interval {
             sleep,
             period,
+            jitter: 0,
+            rng: 0,
             behavior: MissedTickBehavior::Burst,
+            pending: Pending::Exact,
         }
     }
 
-    /// Completes at the next tick, returning its scheduled instant.
+    /// Completes at the next tick, returning the instant it was due at: its scheduled
+    /// instant, plus its draw when [jittered](Interval::set_jitter).
     ///
-    /// Cancel-safe.
+    /// The first tick completes at once (at `start` for `interval_at`); see
+    /// [missed ticks](Interval#missed-ticks) for a tick taken late.
+    ///
+    /// # Cancellation
+    ///
+    /// Cancel-safe: if the returned future is dropped before it completes, no tick is
+    /// lost, and the next call waits for the same tick.
     pub async fn tick(&mut self) -> Instant {
         std::future::poll_fn(|cx| self.poll_tick(cx)).await
     }
 
-    /// Polls for the next tick: `Ready` with its scheduled instant once it is due.
+    /// Polls for the next tick: `Ready` with the instant it was due at (as
+    /// [`tick`](Interval::tick) returns) once it is due.
     ///
     /// When this returns `Pending`, the waker of `cx` is woken at the tick (only the
     /// most recent waker is kept, as with any future).
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
-        let scheduled = self.sleep.deadline();
+        let due = self.sleep.deadline();
         // A due tick (the first, Burst's make-up ticks) is ready at once: the sleep
         // is, as a due `Sleep` always is, without waiting for the driver's next turn.
         if Pin::new(&mut self.sleep).poll(cx).is_pending() {
             return Poll::Pending;
         }
         let now = self.sleep.shared().now();
-        let late = now.saturating_duration_since(scheduled);
-        // Missed only beyond the timer's own lateness bound: a tick and Tokio's
-        // millisecond.
+        let scheduled = self.scheduled(due);
+        // Missed only beyond the timer's own lateness bound (a tick and Tokio's
+        // millisecond) past the instant the tick was due at, draw included; what
+        // follows a miss is decided on the schedule.
+        let late = now.saturating_duration_since(due);
         let on_time = self.sleep.shared().clock.tick() + Duration::from_millis(1);
         let next = if late > on_time {
             self.missed(scheduled, now)
@@ -131,11 +206,47 @@ impl Interval {
             scheduled.checked_add(self.period)
         };
         let next = next.unwrap_or_else(|| crate::clock::far_future(now));
-        Pin::new(&mut self.sleep).reset(next);
-        Poll::Ready(scheduled)
+        if self.jitter != 0 {
+            self.rng = jitter::next(self.rng);
+        }
+        self.reset_scheduled(next);
+        Poll::Ready(due)
     }
 
-    /// The next tick after `scheduled` was taken late, at `now`.
+    /// Makes the pending tick the one scheduled at `scheduled`: due then plus its draw.
+    fn reset_scheduled(&mut self, scheduled: Instant) {
+        self.pending = Pending::Scheduled;
+        if self.jitter == 0 {
+            return self.reset_sleep(scheduled);
+        }
+        let due = scheduled.checked_add(self.draw());
+        self.reset_sleep(due.unwrap_or(scheduled));
+        // Beyond the wheel's range the sleep's deadline saturates, and less the draw it
+        // would name an instant before the schedule: such a tick (and one past
+        // `Instant`'s range) keeps no draw, as a `Sleep` keeps no exact deadline there.
+        if due != Some(self.sleep.deadline()) {
+            self.pending = Pending::Exact;
+        }
+    }
+
+    /// The scheduled instant of the pending tick, due at `due`: `due` less its draw.
+    fn scheduled(&self, due: Instant) -> Instant {
+        if self.pending == Pending::Scheduled && self.jitter != 0 {
+            due.checked_sub(self.draw()).unwrap_or(due)
+        } else {
+            due
+        }
+    }
+
+    /// What the generator's state draws, below the jitter's bound.
+    fn draw(&self) -> Duration {
+        let draw = jitter::draw(self.rng, self.jitter);
+        debug_assert!(draw < self.jitter || self.jitter == 0);
+        Duration::from_nanos(draw)
+    }
+
+    /// The scheduled instant of the next tick after the one scheduled at `scheduled`
+    /// was taken late, at `now`.
     fn missed(&self, scheduled: Instant, now: Instant) -> Option<Instant> {
         match self.behavior {
             MissedTickBehavior::Delay => now.checked_add(self.period),
@@ -150,27 +261,130 @@ impl Interval {
         }
     }
 
-    /// Makes the next tick `period` from now.
+    /// Moves the pending tick to `due`: the one place this interval moves its `Sleep`.
+    fn reset_sleep(&mut self, due: Instant) {
+        Pin::new(&mut self.sleep).reset(due);
+    }
+
+    /// Sets the pending tick to `deadline` exactly, as a reset does.
+    fn reset_exact(&mut self, deadline: Instant) {
+        self.pending = Pending::Exact;
+        self.reset_sleep(deadline);
+    }
+
+    /// Makes the next tick complete one `period` from now; later ticks follow every
+    /// `period` from it.
+    ///
+    /// It ignores the [`MissedTickBehavior`], as tokio's does, and is not
+    /// [jittered](Interval::set_jitter) (later ticks are). A `period` too long to add
+    /// to now saturates to a far instant (tokio panics).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use tokio_wheel::{Instant, Timer};
+    ///
+    /// let timer = Timer::new();
+    /// let mut interval = timer.interval(Duration::from_millis(100));
+    /// interval.tick().await;
+    /// timer.sleep(Duration::from_millis(30)).await;
+    /// let now = Instant::now();
+    /// interval.reset();
+    /// assert_eq!(interval.tick().await, now + Duration::from_millis(100));
+    /// # }
+    /// ```
     pub fn reset(&mut self) {
         self.reset_after(self.period);
     }
 
-    /// Makes the next tick complete at once.
+    /// Makes the next tick complete at once (on the next `tick`); later ticks follow
+    /// every `period` from now.
+    ///
+    /// It ignores the [`MissedTickBehavior`], as tokio's does, and is not
+    /// [jittered](Interval::set_jitter) (later ticks are).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use tokio_wheel::{Instant, Timer};
+    ///
+    /// let timer = Timer::new();
+    /// let mut interval = timer.interval(Duration::from_millis(100));
+    /// interval.tick().await;
+    /// timer.sleep(Duration::from_millis(30)).await;
+    /// let now = Instant::now();
+    /// interval.reset_immediately();
+    /// assert_eq!(interval.tick().await, now); // at once
+    /// assert_eq!(interval.tick().await, now + Duration::from_millis(100));
+    /// # }
+    /// ```
     pub fn reset_immediately(&mut self) {
-        self.reset_at(self.sleep.shared().now());
+        self.reset_exact(self.sleep.shared().now());
     }
 
-    /// Makes the next tick `after` from now (saturating).
+    /// Makes the next tick complete `after` from now; later ticks follow every `period`
+    /// from it.
+    ///
+    /// It ignores the [`MissedTickBehavior`], as tokio's does, and is not
+    /// [jittered](Interval::set_jitter) (later ticks are). An `after` too long to add
+    /// to now saturates to a far instant (tokio panics).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use tokio_wheel::{Instant, Timer};
+    ///
+    /// let timer = Timer::new();
+    /// let mut interval = timer.interval(Duration::from_millis(100));
+    /// interval.tick().await;
+    /// let now = Instant::now();
+    /// interval.reset_after(Duration::from_millis(250));
+    /// assert_eq!(interval.tick().await, now + Duration::from_millis(250));
+    /// assert_eq!(interval.tick().await, now + Duration::from_millis(350));
+    /// # }
+    /// ```
     pub fn reset_after(&mut self, after: Duration) {
-        self.reset_at(crate::clock::deadline_after(
-            self.sleep.shared().now(),
-            after,
-        ));
+        let now = self.sleep.shared().now();
+        self.reset_exact(crate::clock::deadline_after(now, after));
     }
 
-    /// Makes the next tick due at `deadline`; later ticks follow every `period` from it.
+    /// Makes the next tick complete at `deadline`; later ticks follow every `period`
+    /// from it.
+    ///
+    /// It ignores the [`MissedTickBehavior`] for that tick, as tokio's does, and is
+    /// not [jittered](Interval::set_jitter) (later ticks are). A `deadline` already
+    /// passed completes the next tick at once, and counts as missed if it passed more
+    /// than a tick and a millisecond ago: the tick after it then follows the
+    /// `MissedTickBehavior`, as in tokio.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use tokio_wheel::{Instant, Timer};
+    ///
+    /// let timer = Timer::new();
+    /// let mut interval = timer.interval(Duration::from_millis(100));
+    /// interval.tick().await;
+    /// let deadline = Instant::now() + Duration::from_millis(40);
+    /// interval.reset_at(deadline);
+    /// assert_eq!(interval.tick().await, deadline);
+    /// assert_eq!(interval.tick().await, deadline + Duration::from_millis(100));
+    /// # }
+    /// ```
     pub fn reset_at(&mut self, deadline: Instant) {
-        Pin::new(&mut self.sleep).reset(deadline);
+        self.reset_exact(deadline);
     }
 
     /// The time between ticks.
@@ -187,6 +401,39 @@ impl Interval {
     pub fn set_missed_tick_behavior(&mut self, behavior: MissedTickBehavior) {
         self.behavior = behavior;
     }
+
+    /// Delays each tick after the first by a random amount, drawn afresh for each
+    /// tick, uniform in `[0, max)`, from its scheduled instant; see
+    /// [jitter](Interval#jitter).
+    ///
+    /// `Duration::ZERO` (the default) turns it off. A `max` longer than the period is
+    /// the period, so that ticks stay in order (and one beyond 2^64 ns, 584 years, is
+    /// that).
+    /// It applies from the pending tick on, unless that one is exact (the first, or
+    /// set by a `reset`): a pending jittered tick is drawn again within the new
+    /// bound. A tick due beyond the wheel's range saturates there as a
+    /// [`Sleep`](crate::Sleep#method.deadline) does, and keeps no draw.
+    pub fn set_jitter(&mut self, max: Duration) {
+        let max = u64::try_from(max.min(self.period).as_nanos()).unwrap_or(u64::MAX);
+        if max == self.jitter {
+            return;
+        }
+        let due = self.sleep.deadline();
+        let scheduled = self.scheduled(due);
+        if self.jitter == 0 {
+            self.rng = jitter::seed();
+        }
+        self.jitter = max;
+        if self.pending == Pending::Scheduled {
+            self.reset_scheduled(scheduled);
+        }
+    }
+
+    /// The bound of each tick's draw, set by [`set_jitter`](Interval::set_jitter):
+    /// `Duration::ZERO` when off.
+    pub fn jitter(&self) -> Duration {
+        Duration::from_nanos(self.jitter)
+    }
 }
 
 impl futures_core::Stream for Interval {
@@ -194,5 +441,18 @@ impl futures_core::Stream for Interval {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Instant>> {
         self.get_mut().poll_tick(cx).map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Jitter costs an interval 16 bytes, a cache line in all: its bound and its
+    /// generator (the draw is made again, not stored; `pending` fits beside the
+    /// behaviour).
+    #[test]
+    fn an_interval_is_one_cache_line() {
+        assert_eq!(std::mem::size_of::<Interval>(), 64);
     }
 }

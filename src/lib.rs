@@ -157,6 +157,7 @@ mod hyper;
 mod inline_fn;
 mod interval;
 pub mod io;
+mod jitter;
 mod scheduled;
 mod sleep;
 mod stats;

@@ -142,8 +142,16 @@ async fn intervals(timer: &Timer) {
     interval.reset_at(Instant::now() + MS * 5);
     let next = poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut interval), cx)).await;
     assert!(next.is_some());
+    interval.set_jitter(Duration::MAX); // the period
+    assert_eq!(interval.jitter(), MS * 10);
+    interval.tick().await;
+    interval.set_jitter(Duration::ZERO);
     let mut at = timer.interval_at(Instant::now() + MS * 5, Duration::ZERO);
     at.tick().await;
+    let mut far = timer.interval(Duration::MAX);
+    far.set_jitter(Duration::MAX);
+    far.tick().await;
+    far.set_jitter(MS);
 }
 
 async fn callbacks(timer: &Timer) {
