@@ -95,9 +95,9 @@ impl Timer {
         Sleep::after(anchor, now, duration)
     }
 
-    /// A future that completes at `deadline`, less than a tick and a millisecond late.
-    /// A deadline in the past completes on its first poll, or at the latest on the next
-    /// tick.
+    /// A future that completes at `deadline`, less than a tick and a millisecond late,
+    /// and is ready whenever it is polled once `deadline` has passed: a deadline in the
+    /// past completes on its first poll.
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
         Sleep::new(self.anchor(), deadline)
     }
