@@ -111,13 +111,6 @@ impl Clock {
         }
     }
 
-    /// Whether the clock, read at `now`, has reached the deadline `offset` itself (not
-    /// the end of its step): the deadline has passed.
-    #[inline]
-    pub(crate) fn has_reached(&self, offset: i64, now: Instant) -> bool {
-        now >= self.instant_at(offset)
-    }
-
     /// Whether the step of the deadline at `offset` is at or before `elapsed`, i.e.
     /// `step_at_offset(offset) <= elapsed`, with a multiplication instead of the
     /// division: a `Sleep` asks this on every poll and drop.

@@ -10,6 +10,10 @@ use tokio::time::{Instant, MissedTickBehavior};
 use crate::jitter;
 use crate::Sleep;
 
+/// Tokio's own threshold for a missed tick: a timer finer than 4 ms keeps it, so that
+/// tests written for Tokio (the `test-util` timer's tick is 1 ms) see its schedule.
+const TOKIO_MISSED: Duration = Duration::from_millis(5);
+
 /// Ticks every `period`, as [`tokio::time::Interval`][tokio-interval] does, to within a tick and a
 /// millisecond.
 ///
@@ -23,7 +27,8 @@ use crate::Sleep;
 /// # Missed ticks
 ///
 /// A tick counts as missed when it is taken more than a tick and a millisecond late,
-/// the timer's own lateness bound (Tokio uses 5 ms). What happens then is the
+/// the timer's own lateness bound, or 5 ms, Tokio's, if that is more (ticks under
+/// 4 ms, as the `test-util` timer's 1 ms). What happens then is the
 /// interval's `MissedTickBehavior` ([`set_missed_tick_behavior`]), Tokio's own type
 /// and variants, `Burst` by default as in Tokio:
 ///
@@ -199,7 +204,8 @@ impl Interval {
         // millisecond) past the instant the tick was due at, draw included; what
         // follows a miss is decided on the schedule.
         let late = now.saturating_duration_since(due);
-        let on_time = self.sleep.shared().clock.tick() + Duration::from_millis(1);
+        let on_time =
+            (self.sleep.shared().clock.tick() + Duration::from_millis(1)).max(TOKIO_MISSED);
         let next = if late > on_time {
             self.missed(scheduled, now)
         } else {

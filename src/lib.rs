@@ -74,10 +74,12 @@
 //! * **Due means ready.** A [`Sleep`], [`Timeout`] or [`Interval`] tick whose
 //!   deadline has passed on its timer's clock is ready when polled, whether or not the
 //!   driver has turned since: after `tokio::time::advance` to the exact deadline,
-//!   after another task slept to it on Tokio's timer, after a reset into the past. The
-//!   driver's wakeup tells a polled future that its deadline cannot have passed, so
-//!   the clock is read only when it cannot tell (its wakeup has gone off, or nothing
-//!   is pending).
+//!   after another task slept to it on Tokio's timer, after a reset into the past. On
+//!   a current-thread runtime, whose clock may be paused, the driver's armed wakeup
+//!   tells a polled future that its deadline cannot have passed, so the clock is read
+//!   only when it cannot tell; there, on the real clock, "passed" is as that
+//!   runtime's own timer sees it, as for Tokio's sleeps (a thread kept busy past a
+//!   deadline leaves it pending until the runtime's timer runs).
 //! * **Lazy.** A future touches the wheel on its first poll, not when created; a
 //!   [`Timeout`] whose future is ready at once never touches it.
 //! * **Drop cancels** in O(1) and frees the entry at once.

@@ -177,10 +177,10 @@ impl Sleep {
             State::Idle => return false,
             State::Elapsed => return true,
             State::Reset if shared.is_shutdown() => shared.fallback_has_passed(self.deadline()),
-            State::Reset => shared.is_due(self.deadline),
+            State::Reset => shared.due(self.deadline).is_some(),
             State::Registered(reg) => {
                 shared.has_fired(reg, self.deadline)
-                    || shared.is_due(self.deadline)
+                    || shared.due(self.deadline).is_some()
                     || (!shared.is_pending(reg, self.step())
                         // Not in the wheel and not fired: drained by shutdown.
                         && shared.is_shutdown()
@@ -226,23 +226,25 @@ impl Sleep {
         }
         let state = match this.state() {
             State::Idle | State::Reset | State::Elapsed => State::Reset,
-            State::Registered(reg) if this.shared().is_due(this.deadline) => {
+            State::Registered(reg) => match this.shared().due(this.deadline) {
                 // Due now: out of the wheel, its task woken to complete it.
-                if let Some(waker) = this.shared().complete_due(reg, step, true) {
-                    waker.wake();
+                Some(late) => {
+                    if let Some(waker) = this.shared().complete_due(reg, step, late, true) {
+                        waker.wake();
+                    }
+                    State::Elapsed
                 }
-                State::Elapsed
-            }
-            State::Registered(reg) => {
-                if this.shared().reschedule(reg, step, to) {
-                    State::Registered(reg)
-                } else {
-                    // Fired already, or the new deadline has been processed: register
-                    // afresh on the next poll (the waker, if any, was woken to bring
-                    // that poll).
-                    State::Reset
+                None => {
+                    if this.shared().reschedule(reg, step, to) {
+                        State::Registered(reg)
+                    } else {
+                        // Fired already, or the new deadline has been processed:
+                        // register afresh on the next poll (the waker, if any, was
+                        // woken to bring that poll).
+                        State::Reset
+                    }
                 }
-            }
+            },
         };
         this.set_state(state);
     }
@@ -283,7 +285,7 @@ impl Future for Sleep {
             }
             // Due already (`advance`, a sleep elsewhere to the same instant, a
             // deadline in the past): ready without registering.
-            State::Idle | State::Reset if shared.is_due(this.deadline) => State::Elapsed,
+            State::Idle | State::Reset if shared.due(this.deadline).is_some() => State::Elapsed,
             State::Idle | State::Reset => match shared.register(this.step(), cx.waker()) {
                 Registered::Pending(reg) => State::Registered(reg),
                 Registered::Due => State::Elapsed,
@@ -292,10 +294,10 @@ impl Future for Sleep {
             State::Registered(reg) => {
                 if shared.has_fired(reg, this.deadline) {
                     State::Elapsed
-                } else if shared.is_due(this.deadline) {
+                } else if let Some(late) = shared.due(this.deadline) {
                     // Due before the driver's turn: complete now (the waker is this
                     // task's, dropped unwoken).
-                    drop(shared.complete_due(reg, this.step(), false));
+                    drop(shared.complete_due(reg, this.step(), late, false));
                     State::Elapsed
                 } else if shared.update_waker(reg, this.step(), cx.waker()) {
                     return Poll::Pending;

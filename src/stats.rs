@@ -16,8 +16,10 @@ pub struct Stats {
     /// How many times the driver task has woken up. With nothing pending it does not
     /// wake at all; with timers pending, about once per tick that has one due.
     pub driver_wakeups: u64,
-    /// Timers (futures and callbacks) the driver fired since the timer was built: the
-    /// total of [`lateness`](Stats::lateness), so the two always agree.
+    /// Timers (futures and callbacks) the driver fired since the timer was built, and
+    /// registered futures found due when polled before the driver's turn (they
+    /// complete as if fired): the total of [`lateness`](Stats::lateness), so the two
+    /// always agree.
     pub fired: u64,
     /// Timers removed from the wheel before they fired: a pending [`Sleep`](crate::Sleep)
     /// (or the [`Timeout`](crate::Timeout) or [`Interval`](crate::Interval) around it)
@@ -33,8 +35,8 @@ pub struct Stats {
     pub cancelled: u64,
     /// Pending timers moved to a new deadline by [`Sleep::reset`](crate::Sleep::reset)
     /// (also through [`Interval`](crate::Interval)'s resets and hyper's
-    /// `Timer::reset`): in place, or, for a deadline the driver has already passed, out
-    /// of the wheel to complete on the next poll. Resetting a `Sleep` that had fired or
+    /// `Timer::reset`): in place, or, for a deadline that has already passed, out of the
+    /// wheel to complete on the next poll. Resetting a `Sleep` that had fired or
     /// was never polled registers it afresh on its next poll, and is not counted here.
     pub reset: u64,
     /// How late the driver fired timers, counted in log-scale buckets; see [`Lateness`].

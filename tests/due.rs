@@ -165,3 +165,31 @@ async fn left_to_the_driver_a_sleep_still_fires_within_its_bounds() {
     timer.sleep_until(deadline).await;
     assert_at(Instant::now(), deadline, common::LATE);
 }
+
+/// The case on the real clock with the driver on another runtime, as the
+/// process-wide default timer's is: a task on its own runtime sleeps to the deadline on
+/// Tokio's timer while the driver's runtime is busy and has armed a wakeup for an
+/// earlier timer; the wheel's sleep is ready when that task polls it.
+#[test]
+fn on_the_real_clock_a_sleep_is_ready_for_a_task_on_another_runtime_that_slept_to_it() {
+    let (driver_runtime, timer) = common::timer_on_its_own_runtime();
+    let caller = current_thread_runtime();
+    caller.block_on(async {
+        let mut earlier = task::spawn(timer.sleep(2 * TICK));
+        let deadline = Instant::now() + 6 * TICK;
+        let mut due = task::spawn(timer.sleep_until(deadline));
+        assert_pending!(earlier.poll());
+        assert_pending!(due.poll());
+        timer.catch_up().await;
+        // The driver's runtime's one worker gets busy once the driver has parked.
+        driver_runtime.spawn(async { std::thread::sleep(Duration::from_millis(400)) });
+        tokio::time::sleep_until(deadline).await;
+        assert!(Instant::now() >= deadline);
+        assert_ready!(
+            due.poll(),
+            "due on the clock, yet pending until the driver's turn"
+        );
+        assert_ready!(earlier.poll());
+    });
+    drop(driver_runtime);
+}

@@ -573,3 +573,33 @@ async fn a_draw_beyond_the_wheels_range_never_brings_a_tick_early() {
         assert!(Instant::now() >= due);
     }
 }
+
+/// A fine tick keeps Tokio's 5 ms threshold for a missed tick: a `Delay` tick taken
+/// 3 ms late (beyond a 1 ms tick and a millisecond) is on time for Tokio, and for the
+/// wheel, so the next stays on the schedule.
+#[tokio::test(start_paused = true)]
+async fn with_a_fine_tick_a_tick_3_ms_late_keeps_tokios_schedule() {
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    let ms = Duration::from_millis;
+    let start = Instant::now();
+    let mut theirs = tokio::time::interval(ms(10));
+    theirs.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut ours = timer.interval(ms(10));
+    ours.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    assert_eq!(theirs.tick().await, start);
+    assert_eq!(ours.tick().await, start);
+    tokio::time::advance(ms(13)).await;
+    assert_eq!(theirs.tick().await, start + ms(10));
+    assert_eq!(ours.tick().await, start + ms(10));
+    assert_eq!(theirs.tick().await - start, ms(20));
+    assert_eq!(ours.tick().await - start, ms(20), "Tokio's schedule");
+    // 6 ms late is missed for both: the next is a period after it was taken.
+    tokio::time::advance(ms(16)).await;
+    assert_eq!(theirs.tick().await - start, ms(30));
+    assert_eq!(ours.tick().await - start, ms(30));
+    assert_eq!(theirs.tick().await - start, ms(46));
+    assert_eq!(ours.tick().await - start, ms(46));
+}

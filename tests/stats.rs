@@ -244,3 +244,52 @@ fn a_stats_snapshot_has_fired_equal_to_the_lateness_total() {
     drop(runtime);
     assert!(snapshots > 100 && timer.stats().fired > 0);
 }
+
+/// A timeout found elapsed when polled, before the driver's turn, counts as fired, with
+/// its lateness: `fired` is at least the requests that timed out.
+#[tokio::test(start_paused = true)]
+async fn a_timeout_found_elapsed_before_the_drivers_turn_counts_as_fired() {
+    let timer = Timer::builder().tick(ms(10)).build().unwrap();
+    let deadline = Duration::from_micros(13_370);
+    let mut timeout =
+        tokio_test::task::spawn(timer.timeout(deadline, std::future::pending::<()>()));
+    assert!(timeout.poll().is_pending());
+    tokio::time::advance(deadline).await;
+    assert!(matches!(timeout.poll(), Poll::Ready(Err(_))));
+    drop(timeout);
+    timer.catch_up().await;
+    let stats = timer.stats();
+    assert_eq!(
+        (stats.pending, stats.fired, stats.cancelled),
+        (0, 1, 0),
+        "{stats:?}"
+    );
+    // On time to the nanosecond: the first bucket.
+    assert_eq!(stats.lateness.counts()[0], 1, "{stats:?}");
+}
+
+/// The same on the real clock: a sleep completed by its poll between its deadline and
+/// the driver's turn is counted once, as fired.
+#[test]
+fn on_the_real_clock_a_sleep_completed_by_its_poll_counts_as_fired() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let timer = Timer::builder()
+        .tick(ms(10))
+        .build_on(runtime.handle())
+        .unwrap();
+    runtime.block_on(async {
+        let mut due = tokio_test::task::spawn(timer.sleep(ms(5)));
+        assert!(due.poll().is_pending());
+        std::thread::sleep(ms(10));
+        assert!(due.poll().is_ready());
+    });
+    let stats = timer.stats();
+    assert_eq!(
+        (stats.pending, stats.fired, stats.cancelled, stats.reset),
+        (0, 1, 0, 0),
+        "{stats:?}"
+    );
+}

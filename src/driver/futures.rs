@@ -7,6 +7,7 @@
 
 use std::sync::atomic::Ordering;
 use std::task::Waker;
+use std::time::Duration;
 
 use super::shared::{Registration, Shared, RETAIN};
 use crate::sync::lock;
@@ -23,11 +24,13 @@ pub(crate) enum Registered {
     Elsewhere,
 }
 
-/// Why an entry leaves the wheel unfired, for the counts `Stats` reports.
+/// Why a future's entry leaves the wheel other than by the driver firing it, for the
+/// counts `Stats` reports.
 enum Leaving {
     Cancelled,
     Reset,
-    Due,
+    /// Found due when polled, this late: counted as fired.
+    Due(Duration),
 }
 
 impl Shared {
@@ -39,20 +42,26 @@ impl Shared {
         self.clock.is_processed(offset, elapsed)
     }
 
-    /// Whether the deadline `offset` has passed on the driver's clock (at the deadline
-    /// itself, not at the end of its step): what a future the driver has not fired
-    /// asks before it would return `Pending`, so that a due deadline is ready when
-    /// polled, whether or not the driver has turned since. The clock is read only
-    /// when the driver's armed wakeup cannot rule the deadline out
-    /// ([`ClockBound`](super::parking::ClockBound)). Never before the deadline.
+    /// How late the deadline `offset` is, if it has passed on the driver's clock (at
+    /// the deadline itself, not at the end of its step): what a future the driver has
+    /// not fired asks before it would return `Pending`, so that a due deadline is ready
+    /// when polled, whether or not the driver has turned since. On a driver whose
+    /// clock may be paused, the clock is read only when its armed wakeup cannot rule
+    /// the deadline out ([`ClockBound`](super::parking::ClockBound)). Never before the
+    /// deadline.
     #[inline]
-    pub(crate) fn is_due(&self, offset: i64) -> bool {
-        !self.parking.bound().is_before(offset) && self.clock_has_reached(offset)
+    pub(crate) fn due(&self, offset: i64) -> Option<Duration> {
+        if self.parking.bound().is_before(offset) {
+            return None;
+        }
+        self.late_by(offset)
     }
 
     #[cold]
-    fn clock_has_reached(&self, offset: i64) -> bool {
-        self.clock.has_reached(offset, self.now())
+    fn late_by(&self, offset: i64) -> Option<Duration> {
+        let now = self.now();
+        let deadline = self.clock.instant_at(offset);
+        (now >= deadline).then(|| now - deadline)
     }
 
     /// Registers a future's waker at `step`.
@@ -101,12 +110,22 @@ impl Shared {
         drop(removed);
     }
 
-    /// Takes out a future's entry, due at `step`, whose deadline has passed before the
-    /// driver fired it (see [`is_due`](Shared::is_due)), and returns its waker: the
-    /// future completes without firing, as a registration found due does. Counted as
-    /// a reset if `reset` moved it there, else neither fired nor cancelled.
-    pub(crate) fn complete_due(&self, reg: Registration, step: u64, reset: bool) -> Option<Waker> {
-        let leaving = if reset { Leaving::Reset } else { Leaving::Due };
+    /// Takes out a future's entry, due at `step`, whose deadline passed `late` ago
+    /// before the driver fired it (see [`due`](Shared::due)), and returns its waker:
+    /// the future completes as if fired, and counts as fired (with its lateness) or,
+    /// if a `reset` moved it there, as reset.
+    pub(crate) fn complete_due(
+        &self,
+        reg: Registration,
+        step: u64,
+        late: Duration,
+        reset: bool,
+    ) -> Option<Waker> {
+        let leaving = if reset {
+            Leaving::Reset
+        } else {
+            Leaving::Due(late)
+        };
         self.take_out(reg, step, leaving)
     }
 
@@ -121,10 +140,13 @@ impl Shared {
         match leaving {
             Leaving::Cancelled => wheels.cancelled += left,
             Leaving::Reset => wheels.reset += left,
-            Leaving::Due => {}
+            Leaving::Due(_) => {}
         }
         let released = wheels.futures.release_if_empty(RETAIN);
         drop(wheels);
+        if let (Leaving::Due(late), 1) = (leaving, left) {
+            self.count_fired(late);
+        }
         drop(released);
         removed
     }

@@ -33,8 +33,8 @@ pub(super) struct Parking {
 
 /// An upper bound on the driver's clock, as an offset from the timer's origin (see
 /// [`Clock::offset_of`](crate::clock::Clock::offset_of)): known while the driver's
-/// wakeup is armed with Tokio's timer and has not gone off, unknown (`i64::MAX`)
-/// otherwise.
+/// wakeup is armed with Tokio's timer and has not gone off, on a runtime whose clock
+/// may be paused; unknown (`i64::MAX`) otherwise.
 ///
 /// *Invariant:* while it holds `b < i64::MAX`, Tokio's timer has not fired the
 /// driver's wakeup, whose deadline Tokio rounds up to at most `b`. Tokio fires a timer
@@ -42,9 +42,11 @@ pub(super) struct Parking {
 /// `advance` or auto-advance, each of which lets Tokio fire what it passed before any
 /// task sees the new time. So the clock reads before `b`, and a deadline at or after
 /// `b` has not passed: a `Sleep` polled then need not read the clock to know it is not
-/// due. On the real clock a Tokio sleep of that deadline would not have fired yet
-/// either (Tokio fires only what its driver has processed). The driver's wakeup clears
-/// it when it goes off, before the driver task is woken.
+/// due. A current-thread runtime's clock that is not paused runs on between Tokio's
+/// passes: there a deadline at or after `b` counts as due once that runtime's timer
+/// has passed it, as Tokio's own sleeps on it do. A runtime whose clock is never
+/// paused (multi-thread, the default timer's) arms no bound. The driver's wakeup
+/// clears it when it goes off, before the driver task is woken.
 #[derive(Debug)]
 pub(super) struct ClockBound(AtomicI64);
 

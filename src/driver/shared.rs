@@ -11,6 +11,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64 as StdAtomicU64, AtomicUsize as StdAtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::Waker;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -296,6 +297,12 @@ impl Shared {
     #[inline]
     pub(crate) fn now(&self) -> Instant {
         self.runtime.now()
+    }
+
+    /// Counts a future that completed at its deadline without the driver firing it
+    /// (found due when polled, `late` after it), as fired.
+    pub(super) fn count_fired(&self, late: Duration) {
+        self.counters.lateness[Lateness::bucket(late)].fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn count_panic(&self) {

@@ -148,8 +148,16 @@ struct Parked {
 
 /// The driver task.
 async fn run(mut guard: DriverGuard, parked: Parked, mut interval: Interval) {
-    let Parked { notify, bound } = parked;
     let weak = guard.shared.clone();
+    let Parked { notify, bound } = parked;
+    // The bound holds only while the clock stands still between Tokio's passes over
+    // its timers, that is, while it is paused: a real clock runs on while a busy
+    // runtime has yet to fire the wakeup, and a caller on another runtime never waits
+    // for this one's pass. So a driver on a runtime whose clock is never paused (and
+    // the clock stays cheap to read there: no runtime handle) leaves it unknown.
+    let may_pause = weak
+        .upgrade()
+        .is_some_and(|shared| !shared.runtime.has_real_clock());
     let mut expired = Vec::new();
     loop {
         let Some(shared) = weak.upgrade() else {
@@ -167,6 +175,7 @@ async fn run(mut guard: DriverGuard, parked: Parked, mut interval: Interval) {
                 drop(shared);
                 // Nothing of Tokio's timer left behind to wake it, or to move a
                 // paused clock.
+                bound.clear();
                 drop(interval);
                 drop(expired);
                 while weak.strong_count() > 0 {
@@ -176,6 +185,7 @@ async fn run(mut guard: DriverGuard, parked: Parked, mut interval: Interval) {
                 return;
             }
             Turn::Again => {
+                bound.clear();
                 drop(shared);
                 tokio::task::yield_now().await;
                 continue;
@@ -195,11 +205,13 @@ async fn run(mut guard: DriverGuard, parked: Parked, mut interval: Interval) {
                 Some(at) => {
                     // Tokio fires the wakeup before its clock reaches its next whole
                     // millisecond at or after `at`.
-                    bound.arm(
-                        clock
-                            .unclamped_offset_of(at)
-                            .saturating_add(TOKIO_MILLISECOND),
-                    );
+                    if may_pause {
+                        bound.arm(
+                            clock
+                                .unclamped_offset_of(at)
+                                .saturating_add(TOKIO_MILLISECOND),
+                        );
+                    }
                     interval.reset_at(at);
                     wait(notified, &mut interval, &bound).await;
                 }
