@@ -290,3 +290,31 @@ async fn a_read_restarted_by_select_keeps_timing_the_peers_silence() {
     drop(client);
     assert!(peer.await.unwrap().is_ok());
 }
+
+/// A peer that stopped reading, and a loop that flushes a heartbeat beside the stuck
+/// write (in `select!`, which restarts the write): a flush that completes at once
+/// moved no byte, so the write is cut one write timeout after it first waited.
+#[tokio::test(start_paused = true)]
+async fn a_stuck_write_is_cut_whatever_else_the_loop_flushes() {
+    let timer = timer();
+    let (client, _server) = tokio::io::duplex(16);
+    let mut client = TimeoutStream::with_timer(client, &timer);
+    let timeout = Duration::from_millis(300);
+    client.set_write_timeout(Some(timeout));
+    let mut heartbeat = tokio::time::interval(Duration::from_millis(100));
+    let start = Instant::now();
+    let mut flushes = 0;
+    let err = loop {
+        tokio::select! {
+            written = client.write_all(&[7; 1024]) => break written.unwrap_err(),
+            _ = heartbeat.tick() => {
+                client.flush().await.unwrap();
+                flushes += 1;
+            }
+        }
+        assert!(start.elapsed() < HOUR, "never cut");
+    };
+    assert_eq!(err.kind(), ErrorKind::TimedOut);
+    assert_within(timeout, start.elapsed(), LATE);
+    assert!(flushes >= 3, "the write was restarted: {flushes} flushes");
+}

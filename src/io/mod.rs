@@ -32,16 +32,20 @@
 //! Each direction has a timeout, a [`Sleep`] made on first need, and whether that
 //! `Sleep` is armed. An operation that returns `Pending` arms the timeout if it is not
 //! armed (moving the `Sleep` to now plus the timeout with [`Sleep::reset`], in place
-//! once it is registered) and polls the `Sleep`; one that makes progress (returns
-//! `Ready`) disarms it, touching no shared state. So a stream that is always ready
+//! once it is registered) and polls the `Sleep`; one that moves bytes disarms it,
+//! touching no shared state. So a stream that is always ready
 //! never touches the wheel, and one that waits moves one entry per wait. An armed
 //! `Sleep` that completes fails the operation with [`io::ErrorKind::TimedOut`] and is
 //! disarmed, so the next operation waits a full timeout again. Dropping an
 //! operation's future leaves the wait armed: nothing here sees the drop, and a
 //! `select!` loop that restarts its read must still time the peer's silence.
+//!
+//! [`Sleep`]: crate::Sleep
+//! [`Sleep::reset`]: crate::Sleep::reset
+
+mod direction;
 
 use std::fmt;
-use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -50,19 +54,19 @@ use std::time::Duration;
 use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::clock::deadline_after;
-use crate::{Sleep, Timer};
+use self::direction::{Dir, DirectionTimeout, Outcome};
+use crate::Timer;
 
 pin_project! {
     /// An [`AsyncRead`]/[`AsyncWrite`] whose reads and writes fail with
-    /// [`io::ErrorKind::TimedOut`] after waiting, with no progress, longer than their
-    /// timeout (less than a tick and a millisecond longer).
+    /// [`io::ErrorKind::TimedOut`] after waiting, with no bytes moving, longer than
+    /// their timeout (less than a tick and a millisecond longer).
     ///
     /// [`AsyncRead`]: https://docs.rs/tokio/1/tokio/io/trait.AsyncRead.html
     /// [`AsyncWrite`]: https://docs.rs/tokio/1/tokio/io/trait.AsyncWrite.html
     ///
     /// The timeouts are idle timeouts: a wait starts when an operation first finds
-    /// nothing to do, and any progress ends it, so a peer that sends a byte more often
+    /// nothing to do, and progress ends it, so a peer that sends a byte more often
     /// than the read timeout is never cut, however long the connection lives. A wait
     /// ends only by progress or by its timeout, not when the operation's future is
     /// dropped: a read restarted by `select!` (a loop that also writes heartbeats)
@@ -73,6 +77,12 @@ pin_project! {
     /// timeout. Both are off (`None`) until set.
     ///
     /// [`set_read_timeout`]: TimeoutStream::set_read_timeout
+    ///
+    /// **Progress is bytes moving**: a read that returns data, a write that accepts
+    /// bytes, a flush or shutdown that completes after having had to wait. Nothing
+    /// else ends a wait: not an error, not end of file, not an empty read or write, and
+    /// not a flush that completes at once (it had nothing to flush), so a loop that
+    /// flushes a heartbeat in `select!` beside a stuck write still has that write cut.
     ///
     /// `TimeoutStream<S>` is `Unpin` when `S` is (a `TcpStream` is), so it needs no
     /// pinning; it works wherever `S` does, e.g. under hyper as
@@ -96,78 +106,49 @@ pin_project! {
     /// assert_eq!(err.kind(), ErrorKind::TimedOut);
     /// # }
     /// ```
+
     pub struct TimeoutStream<S> {
         #[pin]
         stream: S,
-        timer: Timer,
-        read: Idle,
-        write: Idle,
+        timeouts: Timeouts,
     }
 }
 
-/// One direction's idle timeout.
-struct Idle {
-    timeout: Option<Duration>,
-    /// Made on the first wait; then moved, never replaced.
-    sleep: Option<Sleep>,
-    /// Whether `sleep` times the current wait (else it is left over from an earlier
-    /// one, and may fire: a spurious wakeup, never an error).
-    armed: bool,
+/// The timeouts and what they need beside the stream: everything but the stream,
+/// which is pinned.
+#[derive(Debug)]
+struct Timeouts {
+    timer: Timer,
+    read: DirectionTimeout,
+    write: DirectionTimeout,
+    /// A flush or shutdown returned `Pending` and none has completed since: the next
+    /// to complete moved bytes (see [`Outcome::of_flush`]).
+    flush_waited: bool,
 }
 
-impl Idle {
-    const OFF: Idle = Idle {
-        timeout: None,
-        sleep: None,
-        armed: false,
-    };
-
-    fn set(&mut self, timeout: Option<Duration>) {
-        self.timeout = timeout;
-        self.armed = false;
-    }
-
-    /// After the operation returned `Pending`: arms the timeout if need be and polls
-    /// it. `Err` once the wait has lasted the timeout.
-    fn poll_wait(&mut self, timer: &Timer, cx: &mut Context<'_>, what: &str) -> io::Result<()> {
-        let Some(timeout) = self.timeout else {
-            return Ok(());
-        };
-        if !self.armed {
-            let deadline = deadline_after(timer.shared().now(), timeout);
-            match &mut self.sleep {
-                Some(sleep) => sleep.reset(deadline),
-                None => self.sleep = Some(timer.sleep_until(deadline)),
-            }
-            self.armed = true;
-        }
-        let sleep = self.sleep.as_mut().expect("armed above");
-        match Pin::new(sleep).poll(cx) {
-            Poll::Ready(()) => {
-                self.armed = false;
-                Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("{what} idle for longer than its timeout of {timeout:?}"),
-                ))
-            }
-            Poll::Pending => Ok(()),
-        }
-    }
-
-    /// Runs after every poll of the stream in this direction.
+impl Timeouts {
+    /// Runs after every poll of the stream in `dir`: progress ends that direction's
+    /// wait; a wait polls its timeout.
+    #[inline]
     fn after<T>(
         &mut self,
-        timer: &Timer,
         cx: &mut Context<'_>,
+        dir: Dir,
         what: &str,
+        outcome: Outcome,
         poll: Poll<io::Result<T>>,
     ) -> Poll<io::Result<T>> {
-        match poll {
-            Poll::Ready(result) => {
-                self.armed = false;
-                Poll::Ready(result)
+        let direction = match dir {
+            Dir::Read => &mut self.read,
+            Dir::Write => &mut self.write,
+        };
+        match outcome {
+            Outcome::Progress => {
+                direction.progress();
+                poll
             }
-            Poll::Pending => match self.poll_wait(timer, cx, what) {
+            Outcome::Nothing => poll,
+            Outcome::Waiting => match direction.poll_wait(&self.timer, cx, what) {
                 Ok(()) => Poll::Pending,
                 Err(e) => Poll::Ready(Err(e)),
             },
@@ -191,9 +172,12 @@ impl<S> TimeoutStream<S> {
     pub fn with_timer(stream: S, timer: &Timer) -> Self {
         TimeoutStream {
             stream,
-            timer: timer.clone(),
-            read: Idle::OFF,
-            write: Idle::OFF,
+            timeouts: Timeouts {
+                timer: timer.clone(),
+                read: DirectionTimeout::OFF,
+                write: DirectionTimeout::OFF,
+                flush_waited: false,
+            },
         }
     }
 
@@ -202,35 +186,37 @@ impl<S> TimeoutStream<S> {
     /// read that waits, which waits a full timeout, even if an earlier read that was
     /// dropped while waiting had begun one.
     pub fn set_read_timeout(&mut self, timeout: Option<Duration>) {
-        self.read.set(timeout);
+        self.timeouts.read.set(timeout);
     }
 
-    /// Sets how long a write, flush or shutdown may wait with no progress before it
-    /// fails with [`io::ErrorKind::TimedOut`]; `None` waits for ever. As
-    /// [`set_read_timeout`](TimeoutStream::set_read_timeout), the next wait is a full one.
+    /// Sets how long a write, flush or shutdown may wait with no byte accepted before
+    /// it fails with [`io::ErrorKind::TimedOut`]; `None` waits for ever. A flush that
+    /// completes at once (nothing to flush) does not end the wait of a write that is
+    /// stuck. As [`set_read_timeout`](TimeoutStream::set_read_timeout), the next wait
+    /// is a full one.
     pub fn set_write_timeout(&mut self, timeout: Option<Duration>) {
-        self.write.set(timeout);
+        self.timeouts.write.set(timeout);
     }
 
     /// [`set_read_timeout`](TimeoutStream::set_read_timeout) on a pinned stream (one
     /// whose `S` is not `Unpin`).
     pub fn set_read_timeout_pinned(self: Pin<&mut Self>, timeout: Option<Duration>) {
-        self.project().read.set(timeout);
+        self.project().timeouts.read.set(timeout);
     }
 
     /// [`set_write_timeout`](TimeoutStream::set_write_timeout) on a pinned stream.
     pub fn set_write_timeout_pinned(self: Pin<&mut Self>, timeout: Option<Duration>) {
-        self.project().write.set(timeout);
+        self.project().timeouts.write.set(timeout);
     }
 
     /// The read timeout.
     pub fn read_timeout(&self) -> Option<Duration> {
-        self.read.timeout
+        self.timeouts.read.timeout()
     }
 
     /// The write timeout.
     pub fn write_timeout(&self) -> Option<Duration> {
-        self.write.timeout
+        self.timeouts.write.timeout()
     }
 
     /// The wrapped stream.
@@ -262,8 +248,10 @@ impl<S: AsyncRead> AsyncRead for TimeoutStream<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.project();
+        let before = buf.filled().len();
         let poll = this.stream.poll_read(cx, buf);
-        this.read.after(this.timer, cx, "read", poll)
+        let outcome = Outcome::of_read(&poll, before, buf.filled().len());
+        this.timeouts.after(cx, Dir::Read, "read", outcome, poll)
     }
 }
 
@@ -275,7 +263,8 @@ impl<S: AsyncWrite> AsyncWrite for TimeoutStream<S> {
     ) -> Poll<io::Result<usize>> {
         let this = self.project();
         let poll = this.stream.poll_write(cx, buf);
-        this.write.after(this.timer, cx, "write", poll)
+        let outcome = Outcome::of_write(&poll);
+        this.timeouts.after(cx, Dir::Write, "write", outcome, poll)
     }
 
     fn poll_write_vectored(
@@ -285,7 +274,8 @@ impl<S: AsyncWrite> AsyncWrite for TimeoutStream<S> {
     ) -> Poll<io::Result<usize>> {
         let this = self.project();
         let poll = this.stream.poll_write_vectored(cx, bufs);
-        this.write.after(this.timer, cx, "write", poll)
+        let outcome = Outcome::of_write(&poll);
+        this.timeouts.after(cx, Dir::Write, "write", outcome, poll)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -295,13 +285,16 @@ impl<S: AsyncWrite> AsyncWrite for TimeoutStream<S> {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.project();
         let poll = this.stream.poll_flush(cx);
-        this.write.after(this.timer, cx, "flush", poll)
+        let outcome = Outcome::of_flush(&poll, &mut this.timeouts.flush_waited);
+        this.timeouts.after(cx, Dir::Write, "flush", outcome, poll)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.project();
         let poll = this.stream.poll_shutdown(cx);
-        this.write.after(this.timer, cx, "shutdown", poll)
+        let outcome = Outcome::of_flush(&poll, &mut this.timeouts.flush_waited);
+        this.timeouts
+            .after(cx, Dir::Write, "shutdown", outcome, poll)
     }
 }
 
@@ -309,8 +302,8 @@ impl<S: fmt::Debug> fmt::Debug for TimeoutStream<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TimeoutStream")
             .field("stream", &self.stream)
-            .field("read_timeout", &self.read.timeout)
-            .field("write_timeout", &self.write.timeout)
+            .field("read_timeout", &self.read_timeout())
+            .field("write_timeout", &self.write_timeout())
             .finish()
     }
 }
