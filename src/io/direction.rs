@@ -3,10 +3,11 @@
 //!
 //! A direction's timeout times one wait: it starts when an operation first finds
 //! nothing to do and ends when bytes move. "Bytes move" is the whole definition of
-//! progress ([`Outcome`]): an operation that returns at once having moved nothing (a
-//! flush with nothing to flush, an empty write, end of file, an error) neither starts
-//! nor ends a wait, so a loop that also does such things (a heartbeat's flush in
-//! `select!`) cannot keep a stuck write alive.
+//! progress, for this timeout and for the connection's idle timeout alike
+//! ([`Outcome`]): an operation that returns at once having moved nothing (a flush with
+//! nothing to flush, an empty write, end of file, an error) neither starts nor ends a
+//! wait, so a loop that also does such things (a heartbeat's flush in `select!`)
+//! cannot keep a stuck write alive.
 
 use std::future::Future;
 use std::io;
@@ -17,11 +18,22 @@ use std::time::Duration;
 use crate::clock::deadline_after;
 use crate::{Sleep, Timer};
 
-/// A direction of a stream.
+/// A direction of a stream, as an index into per-direction state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Dir {
     Read = 0,
     Write = 1,
+}
+
+impl Dir {
+    pub(super) fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The other direction's index.
+    pub(super) fn other(self) -> usize {
+        1 - self.index()
+    }
 }
 
 /// What one poll of the wrapped stream did, as the timeouts see it.
