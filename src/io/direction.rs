@@ -51,12 +51,13 @@ pub(super) enum Outcome {
 }
 
 impl Outcome {
-    /// A read that found `before` bytes filled in `buf` and returned `poll`.
+    /// A read that returned `poll`, its buffer's room having gone from `before` to
+    /// `after` bytes (room, not the filled part: no slicing on the hot path).
     #[inline]
     pub(super) fn of_read(poll: &Poll<io::Result<()>>, before: usize, after: usize) -> Outcome {
         match poll {
             Poll::Pending => Outcome::Waiting,
-            Poll::Ready(Ok(())) if after > before => Outcome::Progress,
+            Poll::Ready(Ok(())) if after < before => Outcome::Progress,
             Poll::Ready(_) => Outcome::Nothing,
         }
     }

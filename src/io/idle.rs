@@ -75,6 +75,12 @@ impl IdleTimeout {
         self.timeout
     }
 
+    /// Whether the timeout is set: the callers' test, inlined, before they call in.
+    #[inline]
+    pub(super) fn is_set(&self) -> bool {
+        self.timeout.is_some()
+    }
+
     /// Sets the timeout; the next wait starts a full one, and no earlier wait counts.
     pub(super) fn set(&mut self, timeout: Option<Duration>) {
         self.timeout = timeout;

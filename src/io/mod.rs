@@ -187,9 +187,41 @@ struct Timeouts {
 }
 
 impl Timeouts {
-    /// Runs after every poll of the stream in `dir`: progress ends that direction's
-    /// wait and renews the idle stretch; a wait polls both timeouts.
-    #[inline]
+    /// Bytes moved in `dir`: ends that direction's wait and renews the idle stretch.
+    /// Inlined, with `dir` known, it is a store and a test when the idle timeout is off.
+    #[inline(always)]
+    fn progress(&mut self, dir: Dir) {
+        match dir {
+            Dir::Read => self.read.progress(),
+            Dir::Write => self.write.progress(),
+        }
+        if self.idle.is_set() {
+            self.idle.progress(&self.timer, dir);
+        }
+    }
+
+    /// An operation in `dir` returned `Pending`: polls its direction's timeout, then
+    /// the idle timeout. `Pending`, or the first timeout's error.
+    #[inline(always)]
+    fn wait<T>(&mut self, cx: &mut Context<'_>, dir: Dir, what: &str) -> Poll<io::Result<T>> {
+        let direction = match dir {
+            Dir::Read => &mut self.read,
+            Dir::Write => &mut self.write,
+        };
+        let mut waited = direction.poll_wait(&self.timer, cx, what);
+        if waited.is_ok() && self.idle.is_set() {
+            waited = self.idle.poll_wait(&self.timer, cx, dir);
+        }
+        match waited {
+            Ok(()) => Poll::Pending,
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
+    /// Runs after every poll of the stream in `dir`, with what the poll did. Always
+    /// inlined, as are the two above: at each call site `dir` is known, so progress
+    /// folds to a store and a test of the idle timeout.
+    #[inline(always)]
     fn after<T>(
         &mut self,
         cx: &mut Context<'_>,
@@ -198,27 +230,12 @@ impl Timeouts {
         outcome: Outcome,
         poll: Poll<io::Result<T>>,
     ) -> Poll<io::Result<T>> {
-        let direction = match dir {
-            Dir::Read => &mut self.read,
-            Dir::Write => &mut self.write,
-        };
         match outcome {
-            Outcome::Progress => {
-                direction.progress();
-                self.idle.progress(&self.timer, dir);
-                poll
-            }
-            Outcome::Nothing => poll,
-            Outcome::Waiting => {
-                let waited = direction
-                    .poll_wait(&self.timer, cx, what)
-                    .and_then(|()| self.idle.poll_wait(&self.timer, cx, dir));
-                match waited {
-                    Ok(()) => Poll::Pending,
-                    Err(e) => Poll::Ready(Err(e)),
-                }
-            }
+            Outcome::Progress => self.progress(dir),
+            Outcome::Nothing => {}
+            Outcome::Waiting => return self.wait(cx, dir, what),
         }
+        poll
     }
 }
 
@@ -338,9 +355,9 @@ impl<S: AsyncRead> AsyncRead for TimeoutStream<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.project();
-        let before = buf.filled().len();
+        let before = buf.remaining();
         let poll = this.stream.poll_read(cx, buf);
-        let outcome = Outcome::of_read(&poll, before, buf.filled().len());
+        let outcome = Outcome::of_read(&poll, before, buf.remaining());
         this.timeouts.after(cx, Dir::Read, "read", outcome, poll)
     }
 }
