@@ -18,8 +18,8 @@
 //!   [`Scheduled::reset`] moves one in place.
 //! * [`DelayQueue`] — keyed timers: values that come out when their deadlines pass,
 //!   a cheap handle shared by any number of producers and consumers.
-//! * [`io::TimeoutStream`] — idle read and write timeouts on any `AsyncRead` /
-//!   `AsyncWrite`, moved in place as data flows.
+//! * [`io::TimeoutStream`] — read, write and idle (nothing moving either way)
+//!   timeouts on any `AsyncRead` / `AsyncWrite`, moved in place as data flows.
 //! * [`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`],
 //!   [`interval_at`] — the same on the [default timer](#default-timer), at
 //!   the paths `tokio::time` has them, as are [`error::Elapsed`] and `Duration`,

@@ -1,6 +1,7 @@
 //! `impl hyper::rt::Timer for Timer` (feature `hyper`): the trait's contract, and a
 //! real hyper 1.x HTTP/1 server on 127.0.0.1 whose header-read timeouts and
-//! keep-alive run on the wheel.
+//! keep-alive run on the wheel; and `io::TimeoutStream`'s idle timeout under hyper,
+//! which lets a long response stream and closes the idle connection after it.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -18,6 +19,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
+use tokio_wheel::io::TimeoutStream;
 use tokio_wheel::Timer;
 
 const TICK: Duration = Duration::from_millis(10);
@@ -528,4 +530,156 @@ fn reset_of_a_sleep_from_a_timer_on_another_clock_is_never_early() {
     });
     drop(paused);
     real.shutdown_background();
+}
+
+/// A response body of `left` chunks, one every `period` on Tokio's clock (a download,
+/// server-sent events), recording when it yields its last chunk.
+struct Trickle {
+    left: usize,
+    period: Duration,
+    next: Pin<Box<tokio::time::Sleep>>,
+    last: std::sync::Arc<std::sync::Mutex<Option<Instant>>>,
+}
+
+impl hyper::body::Body for Trickle {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        if self.left == 0 {
+            return Poll::Ready(None);
+        }
+        std::task::ready!(self.next.as_mut().poll(cx));
+        self.left -= 1;
+        let next = self.next.deadline() + self.period;
+        self.next.as_mut().reset(next);
+        *self.last.lock().unwrap() = Some(Instant::now());
+        Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from_static(
+            b"chunk\n",
+        )))))
+    }
+}
+
+/// What [`stream_to_a_silent_client`] saw: how many bytes the client received, whether
+/// its body ended cleanly, when the server's last chunk went out and when the server's
+/// connection ended, with how.
+struct Streamed {
+    received: usize,
+    complete: bool,
+    last_chunk: Option<Instant>,
+    closed: Instant,
+    served: Result<(), hyper::Error>,
+}
+
+/// A hyper HTTP/1 server on 127.0.0.1 serving one connection through
+/// `TokioIo<TimeoutStream<TcpStream>>` (set up by `configure`), whose one response
+/// streams 30 chunks 100 ms apart (3 s) to a client that sends its request and then
+/// nothing, and keeps its connection open until the server closes it.
+async fn stream_to_a_silent_client(
+    configure: impl FnOnce(&mut TimeoutStream<TcpStream>) + Send + 'static,
+) -> Streamed {
+    const CHUNKS: usize = 30;
+    const PERIOD: Duration = Duration::from_millis(100);
+    let timer = timer();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let last = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let server = tokio::spawn({
+        let last = last.clone();
+        async move {
+            let (socket, _) = listener.accept().await.unwrap();
+            let mut socket = TimeoutStream::with_timer(socket, &timer);
+            configure(&mut socket);
+            let service = service_fn(move |_: Request<Incoming>| {
+                let body = Trickle {
+                    left: CHUNKS,
+                    period: PERIOD,
+                    next: Box::pin(tokio::time::sleep(PERIOD)),
+                    last: last.clone(),
+                };
+                async move { Ok::<_, Infallible>(Response::new(body)) }
+            });
+            let served = http1::Builder::new()
+                .serve_connection(TokioIo::new(socket), service)
+                .await;
+            (served, Instant::now())
+        }
+    });
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    let request = Request::get("/")
+        .header("host", "127.0.0.1")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let mut body = response.into_body();
+    let (mut received, mut complete) = (0, false);
+    loop {
+        match body.frame().await {
+            Some(Ok(frame)) => received += frame.data_ref().map_or(0, |data| data.len()),
+            Some(Err(_)) => break,
+            None => {
+                complete = true;
+                break;
+            }
+        }
+    }
+    // The client stays silent with its connection open: only the server can end it.
+    let (served, closed) = tokio::time::timeout(Duration::from_secs(3600), server)
+        .await
+        .expect("the server never closed the connection")
+        .unwrap();
+    drop(sender);
+    let _ = connection.await;
+    let last_chunk = *last.lock().unwrap();
+    Streamed {
+        received,
+        complete,
+        last_chunk,
+        closed,
+        served,
+    }
+}
+
+/// `TimeoutStream::set_idle_timeout` under hyper: a response streamed for 3 s to a
+/// client that sends nothing is not cut by a 500 ms idle timeout (hyper's read stays
+/// pending meanwhile, but the writes count), and the keep-alive connection, idle
+/// afterwards, is closed one idle timeout after the last chunk, never earlier.
+#[tokio::test(start_paused = true)]
+async fn idle_timeout_lets_a_long_response_stream_then_closes_the_idle_connection() {
+    const IDLE: Duration = Duration::from_millis(500);
+    let streamed = stream_to_a_silent_client(|socket| socket.set_idle_timeout(Some(IDLE))).await;
+    assert!(streamed.complete, "the response was cut");
+    assert_eq!(streamed.received, 30 * b"chunk\n".len());
+    if let Err(err) = &streamed.served {
+        assert!(format!("{err:?}").contains("TimedOut"), "{err:?}");
+    }
+    let last_chunk = streamed.last_chunk.expect("chunks were sent");
+    let idle = streamed.closed - last_chunk;
+    assert!(idle >= IDLE, "closed early: {idle:?}");
+    assert!(
+        idle < IDLE + TICK + Duration::from_millis(1),
+        "closed late: {idle:?}"
+    );
+}
+
+/// Why the idle timeout: with only a 500 ms read timeout, the same response is cut,
+/// since hyper keeps a read pending while it writes.
+#[tokio::test(start_paused = true)]
+async fn a_read_timeout_alone_cuts_a_long_response_to_a_silent_client() {
+    const READ: Duration = Duration::from_millis(500);
+    let streamed = stream_to_a_silent_client(|socket| socket.set_read_timeout(Some(READ))).await;
+    assert!(
+        !streamed.complete,
+        "a read timeout let the response through"
+    );
+    assert!(streamed.received < 30 * b"chunk\n".len());
+    let err = streamed.served.expect_err("served to the end");
+    assert!(format!("{err:?}").contains("TimedOut"), "{err:?}");
 }

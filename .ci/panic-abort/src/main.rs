@@ -323,8 +323,30 @@ async fn io_timeouts(timer: &Timer) {
     let mut pinned = std::pin::pin!(TimeoutStream::with_timer(client, timer));
     pinned.as_mut().set_read_timeout_pinned(Some(MS));
     pinned.as_mut().set_write_timeout_pinned(None);
+    pinned.as_mut().set_idle_timeout_pinned(None);
     let _ = pinned.as_mut().get_pin_mut();
     io_read_times_out(timer, MS * 5).await;
+    io_idle_cuts_both_halves(timer).await;
+}
+
+/// The idle timeout through `tokio::io::split` halves waiting in two tasks on a
+/// silent peer: both fail with `TimedOut`, never early.
+async fn io_idle_cuts_both_halves(timer: &Timer) {
+    let (client, _server) = tokio::io::duplex(4);
+    let mut stream = TimeoutStream::with_timer(client, timer);
+    stream.set_idle_timeout(Some(MS * 20));
+    assert_eq!(stream.idle_timeout(), Some(MS * 20));
+    let (mut reader, mut writer) = tokio::io::split(stream);
+    let start = Instant::now();
+    let read = tokio::spawn(async move { reader.read(&mut [0; 4]).await.map(drop) });
+    let written = writer.write_all(&[0; 64]).await;
+    assert_eq!(written.unwrap_err().kind(), std::io::ErrorKind::TimedOut);
+    let read = tokio::time::timeout(MS * 2000, read)
+        .await
+        .expect("the read was never cut")
+        .expect("the read's task");
+    assert_eq!(read.unwrap_err().kind(), std::io::ErrorKind::TimedOut);
+    assert!(start.elapsed() >= MS * 20);
 }
 
 /// A read from a silent peer through `timer` fails with `TimedOut`, never early.

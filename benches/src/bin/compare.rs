@@ -5,7 +5,8 @@
 //! It first builds a copy of itself with `RUSTFLAGS="--cfg tokio_unstable"` in
 //! `target/alt-timer` (about a minute the first time, a no-op after), which measures
 //! Tokio's alt timer. `compare churn-mt`, `compare churn-later`, `compare heartbeat`,
-//! `compare callbacks` or `compare rpc` prints those rows alone; the idle row always
+//! `compare callbacks`, `compare rpc`, `compare keyed` or `compare keyed-io` (its
+//! idle-I/O rows) prints those rows alone; the idle row always
 //! runs in a process of its own. The targets checked are those of docs/BENCHMARKS.md. The criterion
 //! benches (`cargo bench -p tokio-wheel-benches`) measure the same workloads with more
 //! care.
@@ -42,6 +43,9 @@ fn main() {
     let mut targets = Targets::default();
     if args.first().map(String::as_str) == Some("keyed") {
         return keyed_rows();
+    }
+    if args.first().map(String::as_str) == Some("keyed-io") {
+        return io_rows();
     }
     let alt = match args.first().map(String::as_str) {
         Some("rpc" | "idle" | "callbacks" | "churn-later" | "heartbeat") => None,
@@ -570,9 +574,7 @@ fn rpc_row() {
 /// `DelayQueue` against tokio-util's, `io::TimeoutStream` against a plain stream and
 /// tokio-io-timeout. Each figure is the median of a few rounds, the peers interleaved.
 fn keyed_rows() {
-    use tokio_wheel_benches::workloads::keyed::{
-        idle_io, queue_churn, queue_expiry, queue_memory, IdleIo, Queue,
-    };
+    use tokio_wheel_benches::workloads::keyed::{queue_churn, queue_expiry, queue_memory, Queue};
     const ROUNDS: usize = 5;
     let median = |mut xs: Vec<f64>| tokio_wheel_benches::median(&mut xs);
     let per_queue = |f: &dyn Fn(Queue) -> f64| -> Vec<f64> {
@@ -590,13 +592,6 @@ fn keyed_rows() {
         .into_iter()
         .map(|q| queue_memory(q, 100_000))
         .collect();
-    let mut io_runs = vec![Vec::new(); IdleIo::ALL.len()];
-    for _ in 0..ROUNDS {
-        for (i, kind) in IdleIo::ALL.into_iter().enumerate() {
-            io_runs[i].push(idle_io(kind, 50_000));
-        }
-    }
-    let io: Vec<f64> = io_runs.into_iter().map(median).collect();
     println!();
     println!(
         "| keyed workload | {} | {} | ratio (theirs ÷ ours) |",
@@ -618,15 +613,45 @@ fn keyed_rows() {
         memory[1],
         memory[1] / memory[0]
     );
+    io_rows();
+}
+
+/// The idle-I/O rows of `keyed` alone (`compare keyed-io`): CPU per read on a stream
+/// with a read timeout and with an idle timeout, beside a plain stream and
+/// tokio-io-timeout, each the median of a few rounds, the kinds interleaved.
+fn io_rows() {
+    use tokio_wheel_benches::workloads::keyed::{idle_io, IdleIo};
+    const ROUNDS: usize = 5;
+    let median = |mut xs: Vec<f64>| tokio_wheel_benches::median(&mut xs);
+    let mut io_runs = vec![Vec::new(); IdleIo::ALL.len()];
+    for _ in 0..ROUNDS {
+        for (i, kind) in IdleIo::ALL.into_iter().enumerate() {
+            io_runs[i].push(idle_io(kind, 50_000));
+        }
+    }
+    let io: Vec<f64> = io_runs.into_iter().map(median).collect();
     println!();
     println!(
-        "| idle read timeout: 50k one-byte round trips over a duplex pipe, 1 s read timeout, CPU ns per round trip | {} | {} | {} |",
-        IdleIo::Plain.name(), IdleIo::Wheel.name(), IdleIo::TokioIoTimeout.name()
+        "| idle I/O: 50k one-byte round trips over a duplex pipe, 1 s timeout, CPU ns per round trip | {} | {} | {} | {} |",
+        IdleIo::Plain.name(),
+        IdleIo::Wheel.name(),
+        IdleIo::WheelIdle.name(),
+        IdleIo::TokioIoTimeout.name()
     );
-    println!("|---|---|---|---|");
+    println!("|---|---|---|---|---|");
     println!(
-        "| median of {ROUNDS}; extra over plain in brackets | {:.0} | {:.0} (+{:.0}) | {:.0} (+{:.0}) |",
-        io[0], io[1], io[1] - io[0], io[2], io[2] - io[0]
+        "| median of {ROUNDS}; extra over plain in brackets | {:.0} | {:.0} (+{:.0}) | {:.0} (+{:.0}) | {:.0} (+{:.0}) |",
+        io[0],
+        io[1],
+        io[1] - io[0],
+        io[2],
+        io[2] - io[0],
+        io[3],
+        io[3] - io[0]
+    );
+    println!(
+        "idle timeout's extra ÷ read timeout's extra: {:.2}",
+        (io[2] - io[0]) / (io[1] - io[0])
     );
 }
 

@@ -15,17 +15,34 @@
 //!   each op a new 120 s sleep, later than every one pending, made, polled once, dropped.
 //!
 //! Peers: `wheel-io`, `wheel-time`, `tokio-io`, `tokio-time`.
+//!
+//! * `io`: `workloads::keyed::idle_io`, one-byte round trips over `tokio::io::duplex`
+//!   whose server side is wrapped as the peer: `plain`, `read` (`io::TimeoutStream`
+//!   with a read timeout), `idle` (with an idle timeout), `tokio-io-timeout`.
 
+use tokio_wheel_benches::workloads::keyed::{idle_io, IdleIo};
 use tokio_wheel_benches::workloads::{churn, churn_free, churn_later, Peer};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [workload, peer, ops, rest @ ..] = &args[..] else {
         eprintln!(
-            "usage: probe churn|free|later wheel-io|wheel-time|tokio-io|tokio-time <ops> [pending]"
+            "usage: probe churn|free|later wheel-io|wheel-time|tokio-io|tokio-time <ops> [pending]\n       \
+             probe io plain|read|idle|tokio-io-timeout <ops>"
         );
         std::process::exit(2);
     };
+    if workload == "io" {
+        let kind = match peer.as_str() {
+            "plain" => IdleIo::Plain,
+            "read" => IdleIo::Wheel,
+            "idle" => IdleIo::WheelIdle,
+            "tokio-io-timeout" => IdleIo::TokioIoTimeout,
+            other => panic!("unknown io peer {other}"),
+        };
+        let _ = idle_io(kind, ops.parse().expect("ops"));
+        return;
+    }
     let peer = match peer.as_str() {
         "wheel-io" => Peer::WheelIo,
         "wheel-time" => Peer::WheelTimeOnly,

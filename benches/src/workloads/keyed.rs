@@ -167,27 +167,36 @@ pub fn queue_memory(queue: Queue, n: usize) -> f64 {
 pub enum IdleIo {
     /// No timeout.
     Plain,
-    /// `tokio_wheel::io::TimeoutStream`, 10 ms tick.
+    /// `tokio_wheel::io::TimeoutStream` with a read timeout, 10 ms tick.
     Wheel,
+    /// `tokio_wheel::io::TimeoutStream` with an idle timeout (both ways) instead.
+    WheelIdle,
     /// `tokio_io_timeout::TimeoutStream` (tokio's timer).
     TokioIoTimeout,
 }
 
 impl IdleIo {
-    pub const ALL: [IdleIo; 3] = [IdleIo::Plain, IdleIo::Wheel, IdleIo::TokioIoTimeout];
+    pub const ALL: [IdleIo; 4] = [
+        IdleIo::Plain,
+        IdleIo::Wheel,
+        IdleIo::WheelIdle,
+        IdleIo::TokioIoTimeout,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             IdleIo::Plain => "plain stream",
-            IdleIo::Wheel => "tokio-wheel io::TimeoutStream",
+            IdleIo::Wheel => "tokio-wheel io::TimeoutStream, read timeout",
+            IdleIo::WheelIdle => "tokio-wheel io::TimeoutStream, idle timeout",
             IdleIo::TokioIoTimeout => "tokio-io-timeout",
         }
     }
 }
 
 /// CPU ns (all threads) per round trip of one byte over a duplex pipe whose server
-/// side is wrapped as `kind` with a 1 s read timeout: every server read waits
-/// (`Pending`) once, then makes progress, so each arms and disarms its timeout.
+/// side is wrapped as `kind` with a 1 s read timeout (or idle timeout): every server
+/// read waits (`Pending`) once, then makes progress, so each arms and disarms a read
+/// timeout, or starts an idle stretch, whose one `Sleep` moves about once a second.
 pub fn idle_io(kind: IdleIo, round_trips: u32) -> f64 {
     runtime().block_on(async move {
         let (client, server) = tokio::io::duplex(64);
@@ -201,6 +210,11 @@ pub fn idle_io(kind: IdleIo, round_trips: u32) -> f64 {
             IdleIo::Wheel => {
                 let mut s = tokio_wheel::io::TimeoutStream::with_timer(server, &timer);
                 s.set_read_timeout(timeout);
+                Box::pin(s)
+            }
+            IdleIo::WheelIdle => {
+                let mut s = tokio_wheel::io::TimeoutStream::with_timer(server, &timer);
+                s.set_idle_timeout(timeout);
                 Box::pin(s)
             }
             IdleIo::TokioIoTimeout => {
