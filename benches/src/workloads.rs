@@ -19,7 +19,7 @@ use tokio_util::time::DelayQueue;
 use tokio_wheel::Timer;
 
 use crate::cpu_ns;
-use crate::runtimes::{current_thread, multi_thread, Flavor};
+use crate::runtimes::{current_thread, multi_thread, multi_thread_default, Flavor};
 
 /// A timer implementation under test, in one runtime configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -687,6 +687,56 @@ pub fn callbacks(how: Callbacks, runtime: Flavor) -> f64 {
         }
         (cpu_ns() - before) as f64 / f64::from(N)
     })
+}
+
+/// *callbacks-spread*: the configuration of a server's fire-and-forget work, as an
+/// outside harness measured it. On a multi-thread runtime of `runtime` with Tokio's
+/// default workers (one per core), a timer of the default tick and executor (10 ms,
+/// inline) built at the start; one spawned task (on a worker, as a server's task is)
+/// schedules 1 000 000 callbacks, deadlines spread evenly over the second from its
+/// start, as `how` says: ours detached (`schedule_detached_at`, or `schedule_at` and
+/// `detach`), Tokio's a task each, spawned from that task, that `sleep_until`s the
+/// deadline, then runs the callback. Each callback counts itself down and the last
+/// wakes the waiting `block_on`. CPU ns per callback, every thread of the process,
+/// from before the scheduling task is spawned to the last callback's run.
+pub fn callbacks_spread(how: Callbacks, runtime: Flavor) -> f64 {
+    const N: u32 = CALLBACKS;
+    let rt = multi_thread_default(runtime);
+    let cpu = rt.block_on(async move {
+        let timer = Timer::new();
+        let countdown = Arc::new(Countdown {
+            left: AtomicUsize::new(N as usize),
+            done: tokio::sync::Notify::new(),
+        });
+        let before = cpu_ns();
+        let schedule = {
+            let countdown = countdown.clone();
+            tokio::spawn(async move {
+                let start = Instant::now();
+                for i in 0..N {
+                    let at = callback_deadline(start, i);
+                    let countdown = countdown.clone();
+                    let callback = move || countdown.count();
+                    match how {
+                        Callbacks::Detached => timer.schedule_detached_at(at, callback).unwrap(),
+                        Callbacks::Handles => timer.schedule_at(at, callback).unwrap().detach(),
+                        Callbacks::TokioTasks => {
+                            tokio::spawn(async move {
+                                tokio::time::sleep_until(at).await;
+                                callback();
+                            });
+                        }
+                    }
+                }
+            })
+        };
+        schedule.await.expect("the scheduling task");
+        countdown.done.notified().await;
+        cpu_ns() - before
+    });
+    // Kept until measured: an exited thread's CPU is no longer counted.
+    drop(rt);
+    cpu as f64 / f64::from(N)
 }
 
 /// Counts callbacks down and wakes one waiting task when the last has run.
