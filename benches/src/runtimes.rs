@@ -68,6 +68,14 @@ pub fn multi_thread(flavor: Flavor, workers: usize) -> Runtime {
     builder.build().expect("runtime")
 }
 
+/// A multi-thread runtime of `flavor` with Tokio's default worker count (one per
+/// core), as `#[tokio::main]` builds.
+pub fn multi_thread_default(flavor: Flavor) -> Runtime {
+    let mut builder = Builder::new_multi_thread();
+    flavor.configure(&mut builder);
+    builder.build().expect("runtime")
+}
+
 /// A current-thread runtime of `flavor`.
 ///
 /// # Panics

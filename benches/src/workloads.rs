@@ -19,7 +19,7 @@ use tokio_util::time::DelayQueue;
 use tokio_wheel::Timer;
 
 use crate::cpu_ns;
-use crate::runtimes::{current_thread, multi_thread, Flavor};
+use crate::runtimes::{current_thread, multi_thread, multi_thread_default, Flavor};
 
 /// A timer implementation under test, in one runtime configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -687,4 +687,108 @@ pub fn callbacks(how: Callbacks, runtime: Flavor) -> f64 {
         }
         (cpu_ns() - before) as f64 / f64::from(N)
     })
+}
+
+/// *callbacks-spread*: the configuration of a server's fire-and-forget work, as an
+/// outside harness measured it. On a multi-thread runtime of `runtime` with Tokio's
+/// default workers (one per core), a timer of the default tick and executor (10 ms,
+/// inline) built at the start; one spawned task (on a worker, as a server's task is)
+/// schedules 1 000 000 callbacks, deadlines spread evenly over the second from its
+/// start, as `how` says: ours detached (`schedule_detached_at`, or `schedule_at` and
+/// `detach`), Tokio's a task each, spawned from that task, that `sleep_until`s the
+/// deadline, then runs the callback. Each callback counts itself down and the last
+/// wakes the waiting `block_on`. CPU ns per callback, every thread of the process,
+/// from before the scheduling task is spawned to the last callback's run.
+pub fn callbacks_spread(how: Callbacks, runtime: Flavor) -> f64 {
+    const N: u32 = CALLBACKS;
+    let rt = multi_thread_default(runtime);
+    let cpu = rt.block_on(async move {
+        let timer = Timer::new();
+        let countdown = Arc::new(Countdown {
+            left: AtomicUsize::new(N as usize),
+            done: tokio::sync::Notify::new(),
+        });
+        let before = cpu_ns();
+        let schedule = {
+            let countdown = countdown.clone();
+            tokio::spawn(async move {
+                let start = Instant::now();
+                for i in 0..N {
+                    let at = callback_deadline(start, i);
+                    let countdown = countdown.clone();
+                    let callback = move || countdown.count();
+                    match how {
+                        Callbacks::Detached => timer.schedule_detached_at(at, callback).unwrap(),
+                        Callbacks::Handles => timer.schedule_at(at, callback).unwrap().detach(),
+                        Callbacks::TokioTasks => {
+                            tokio::spawn(async move {
+                                tokio::time::sleep_until(at).await;
+                                callback();
+                            });
+                        }
+                    }
+                }
+            })
+        };
+        schedule.await.expect("the scheduling task");
+        countdown.done.notified().await;
+        cpu_ns() - before
+    });
+    // Kept until measured: an exited thread's CPU is no longer counted.
+    drop(rt);
+    cpu as f64 / f64::from(N)
+}
+
+/// Counts callbacks down and wakes one waiting task when the last has run.
+struct Countdown {
+    left: AtomicUsize,
+    done: tokio::sync::Notify,
+}
+
+impl Countdown {
+    fn count(&self) {
+        if self.left.fetch_sub(1, Ordering::Relaxed) == 1 {
+            // A permit if nobody waits yet: the wait that follows returns at once.
+            self.done.notify_one();
+        }
+    }
+}
+
+/// *callbacks, one thread*: for an instruction counter (`probe callbacks`), not a
+/// clock. On a current-thread runtime of `runtime`, from `block_on`, `ops` callbacks
+/// due 1 µs apart from the start (a million a second, as [`callbacks`]) are scheduled
+/// as `how` says, on a timer of the default tick and executor (10 ms, inline), then the
+/// runtime is driven until the last one has run. Each callback counts itself down, and
+/// the last wakes the waiting task: nothing polls. Under an instruction counter, which
+/// slows the program fiftyfold, every deadline has passed by the time the loop ends
+/// (the driver cannot run during it), so the driver fires them all in back-to-back
+/// turns of at most a batch per shard: the same work in every run.
+pub fn callbacks_one_thread(how: Callbacks, runtime: Flavor, ops: u32) {
+    let rt = current_thread(runtime);
+    rt.block_on(async move {
+        let timer = Timer::new();
+        let countdown = Arc::new(Countdown {
+            left: AtomicUsize::new(ops as usize),
+            done: tokio::sync::Notify::new(),
+        });
+        let start = Instant::now();
+        for i in 0..ops {
+            let at = start + Duration::from_micros(u64::from(i));
+            let countdown = countdown.clone();
+            let callback = move || countdown.count();
+            match how {
+                Callbacks::Detached => timer.schedule_detached_at(at, callback).unwrap(),
+                Callbacks::Handles => timer.schedule_at(at, callback).unwrap().detach(),
+                Callbacks::TokioTasks => {
+                    tokio::spawn(async move {
+                        tokio::time::sleep_until(at).await;
+                        callback();
+                    });
+                }
+            }
+        }
+        if ops > 0 {
+            countdown.done.notified().await;
+        }
+    });
 }

@@ -182,7 +182,14 @@ impl Shared {
     /// that is then refused, which a concurrent `schedule` would see as pending (with
     /// `max_pending(1)`, a refusal with nothing pending). Called under the shard's
     /// lock, after every other check, just before the insert.
+    #[inline]
     fn count_in_callback(&self) -> bool {
+        // Unbounded (the default): no count reaches the limit, so no `schedule` is
+        // refused for one, and one addition counts the callback in.
+        if self.max_pending == usize::MAX {
+            self.pending_callbacks.fetch_add(1, Ordering::SeqCst);
+            return true;
+        }
         let mut count = self.pending_callbacks.load(Ordering::SeqCst);
         loop {
             if count >= self.max_pending {

@@ -41,10 +41,21 @@ impl<T> KeepAlive<T> {
     /// Lock-free when already held: [`release_unless`](KeepAlive::release_unless)
     /// clears the flag before it asks whether the hold is still wanted, so a caller
     /// that sees the flag set has its reason seen there.
+    #[inline]
     pub(super) fn hold(&self, this: &Arc<T>, wanted: impl FnOnce() -> bool) {
         if self.is_held.load(Ordering::SeqCst) {
             return;
         }
+        self.hold_locked(this, wanted);
+    }
+
+    /// [`hold`](KeepAlive::hold) past its fast path, under the lock: taken once per
+    /// time the timer goes from no detached callback pending to one, kept out of line
+    /// so that the fast path, taken by every other detached callback, is a load and a
+    /// branch in its caller.
+    #[cold]
+    #[inline(never)]
+    fn hold_locked(&self, this: &Arc<T>, wanted: impl FnOnce() -> bool) {
         let mut held = lock(&self.held);
         if wanted() && held.is_none() {
             *held = Some(this.clone());

@@ -5,19 +5,19 @@
 //! It first builds a copy of itself with `RUSTFLAGS="--cfg tokio_unstable"` in
 //! `target/alt-timer` (about a minute the first time, a no-op after), which measures
 //! Tokio's alt timer. `compare churn-mt`, `compare churn-later`, `compare heartbeat`,
-//! `compare callbacks`, `compare rpc`, `compare keyed` or `compare keyed-io` (its
-//! idle-I/O rows) prints those rows alone; the idle row always
-//! runs in a process of its own. The targets checked are those of docs/BENCHMARKS.md. The criterion
-//! benches (`cargo bench -p tokio-wheel-benches`) measure the same workloads with more
-//! care.
+//! `compare callbacks`, `compare callbacks-spread`, `compare rpc`, `compare keyed` or
+//! `compare keyed-io` (its idle-I/O rows) prints those rows alone; the idle row always
+//! runs in a process of its own. The targets checked are those of docs/BENCHMARKS.md.
+//! The criterion benches (`cargo bench -p tokio-wheel-benches`) measure the same
+//! workloads with more care.
 
 use std::time::{Duration, Instant};
 
 use tokio_wheel_benches::runtimes::Flavor;
 use tokio_wheel_benches::workloads::rpc::{Echo, PerRequest, ReadTimeout};
 use tokio_wheel_benches::workloads::{
-    callbacks, callbacks_floor, churn, churn_floor, churn_free, churn_later, churn_mt, expiry,
-    heartbeat, idle, memory, Callbacks, Counting, Peer,
+    callbacks, callbacks_floor, callbacks_spread, churn, churn_floor, churn_free, churn_later,
+    churn_mt, expiry, heartbeat, idle, memory, Callbacks, Counting, Peer,
 };
 use tokio_wheel_benches::{alt_timer, median_interval, percentile, Spread};
 
@@ -48,7 +48,9 @@ fn main() {
         return io_rows();
     }
     let alt = match args.first().map(String::as_str) {
-        Some("rpc" | "idle" | "callbacks" | "churn-later" | "heartbeat") => None,
+        Some("rpc" | "idle" | "callbacks" | "callbacks-spread" | "churn-later" | "heartbeat") => {
+            None
+        }
         _ => Some(alt_timer::build()),
     };
     println!(
@@ -69,6 +71,11 @@ fn main() {
         }
         Some("callbacks") => {
             callbacks_rows(&mut targets);
+            callbacks_spread_row(&mut targets);
+            return targets.print();
+        }
+        Some("callbacks-spread") => {
+            callbacks_spread_row(&mut targets);
             return targets.print();
         }
         _ => {}
@@ -82,6 +89,7 @@ fn main() {
     expiry_row(&mut targets);
     memory_row(&mut targets);
     callbacks_rows(&mut targets);
+    callbacks_spread_row(&mut targets);
     rpc_row();
     keyed_rows();
 
@@ -519,6 +527,28 @@ fn callbacks_rows(targets: &mut Targets) {
             format!("{r:.1}× ({tokio:.0} ÷ {ours:.0} ns)"),
         );
     }
+}
+
+/// *callbacks-spread* (`compare callbacks-spread`; `compare callbacks` prints it too):
+/// a server's configuration (one task schedules, default workers, default tick), ours
+/// detached against a Tokio task each, taking turns for a few rounds.
+fn callbacks_spread_row(targets: &mut Targets) {
+    const ROUNDS: usize = 3;
+    let (mut ours, mut tokio) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        ours.push(callbacks_spread(Callbacks::Detached, Flavor::Io));
+        tokio.push(callbacks_spread(Callbacks::TokioTasks, Flavor::Io));
+    }
+    let (ours, tokio) = (Spread::of(&ours), Spread::of(&tokio));
+    let r = tokio.median / ours.median;
+    println!(
+        "| callbacks-spread: 1M over 1 s scheduled from one task, default workers, 10 ms tick, inline; CPU ns each (all threads), median (min–max) of {ROUNDS} rounds: ours `schedule_detached_at`, tokio a task + `sleep_until` each | {ours} | | {tokio} | | | | tokio ÷ ours {r:.1}× |"
+    );
+    targets.check(
+        "callbacks-spread (one task, default workers, 10 ms tick): ≥ 8× cheaper than a tokio task",
+        r >= 8.0,
+        format!("{r:.1}× ({:.0} ÷ {:.0} ns)", tokio.median, ours.median),
+    );
 }
 
 /// The rpc row: CPU ns per request with each read timeout, the kinds taking turns in

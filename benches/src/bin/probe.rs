@@ -13,6 +13,11 @@
 //! * `later`: `workloads::churn_later`: inside `block_on` of a current-thread runtime,
 //!   `pending` 120 s sleeps (at least one) registered and the drivers parked once, then
 //!   each op a new 120 s sleep, later than every one pending, made, polled once, dropped.
+//! * `callbacks`: `workloads::callbacks_one_thread`: each op one callback scheduled and
+//!   fired on a current-thread runtime driven to completion (this crate:
+//!   `schedule_detached_at`, inline executor, 10 ms tick; Tokio: a task that
+//!   `sleep_until`s the deadline, then runs it), deadlines 1 µs apart.
+//! * `handles`: the same through `schedule_at(..)?.detach()` (this crate's peers only).
 //!
 //! Peers: `wheel-io`, `wheel-time`, `tokio-io`, `tokio-time`.
 //!
@@ -21,13 +26,15 @@
 //!   with a read timeout), `idle` (with an idle timeout), `tokio-io-timeout`.
 
 use tokio_wheel_benches::workloads::keyed::{idle_io, IdleIo};
-use tokio_wheel_benches::workloads::{churn, churn_free, churn_later, Peer};
+use tokio_wheel_benches::workloads::{
+    callbacks_one_thread, churn, churn_free, churn_later, Callbacks, Peer,
+};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [workload, peer, ops, rest @ ..] = &args[..] else {
         eprintln!(
-            "usage: probe churn|free|later wheel-io|wheel-time|tokio-io|tokio-time <ops> [pending]\n       \
+            "usage: probe churn|free|later|callbacks|handles wheel-io|wheel-time|tokio-io|tokio-time <ops> [pending]\n       \
              probe io plain|read|idle|tokio-io-timeout <ops>"
         );
         std::process::exit(2);
@@ -59,6 +66,14 @@ fn main() {
             let _ = churn_free(peer.runtime(), ops);
         }
         "later" => drop(churn_later(peer, ops, pending)),
+        "callbacks" if peer.is_wheel() => {
+            callbacks_one_thread(Callbacks::Detached, peer.runtime(), ops)
+        }
+        "callbacks" => callbacks_one_thread(Callbacks::TokioTasks, peer.runtime(), ops),
+        "handles" => {
+            assert!(peer.is_wheel(), "handles are this crate's");
+            callbacks_one_thread(Callbacks::Handles, peer.runtime(), ops)
+        }
         other => panic!("unknown workload {other}"),
     }
 }
