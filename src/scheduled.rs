@@ -183,6 +183,7 @@ impl Scheduled {
     /// # Ok(())
     /// # }
     /// ```
+    #[must_use = "`false` means the callback did not move: it has run, or is running, or was cancelled"]
     pub fn reset(&self, delay: Duration) -> bool {
         let handle = self.handle();
         let shared = &handle.anchor.shared;
@@ -192,6 +193,7 @@ impl Scheduled {
 
     /// Moves a pending callback to `deadline`, in place; see
     /// [`reset`](Scheduled::reset).
+    #[must_use = "`false` means the callback did not move: it has run, or is running, or was cancelled"]
     pub fn reset_at(&self, deadline: Instant) -> bool {
         let handle = self.handle();
         let shared = &handle.anchor.shared;

@@ -231,7 +231,7 @@ async fn several_consumers_each_value_exactly_once() {
                     match i % 5 {
                         0 if queue.remove(&key).is_some() => removed.push(value),
                         1 => {
-                            queue.reset(&key, Duration::from_millis(50));
+                            assert!(queue.reset(&key, Duration::from_millis(50)));
                         }
                         _ => {}
                     }
@@ -665,4 +665,31 @@ fn handles_are_send_sync_clone_debug() {
         let text = format!("{queue:?}");
         assert!(text.contains("pending: 1"), "{text}");
     });
+}
+
+/// A key's `Debug` names its queue and how many values that queue took before it, not
+/// the raw serial it is compared by.
+#[tokio::test(start_paused = true)]
+async fn a_keys_debug_names_its_queue_and_insert() {
+    let timer = timer();
+    let (one, other) = (
+        DelayQueue::with_timer(&timer),
+        DelayQueue::with_timer(&timer),
+    );
+    one.insert(0, Duration::from_secs(1));
+    let second = one.insert(1, Duration::from_secs(1));
+    let first_of_other = other.insert(2, Duration::from_secs(1));
+    let queue_of = |text: &str| -> u64 {
+        let rest = text
+            .strip_prefix("Key { queue: ")
+            .unwrap_or_else(|| panic!("{text}"));
+        rest[..rest.find(',').unwrap()].parse().unwrap()
+    };
+    let (second, first_of_other) = (format!("{second:?}"), format!("{first_of_other:?}"));
+    assert!(second.ends_with(", insert: 1 }"), "{second}");
+    assert!(
+        first_of_other.ends_with(", insert: 0 }"),
+        "{first_of_other}"
+    );
+    assert_ne!(queue_of(&second), queue_of(&first_of_other));
 }

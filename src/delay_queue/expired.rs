@@ -11,10 +11,24 @@ use crate::Error;
 
 /// Names a value in the [`DelayQueue`](crate::DelayQueue) that returned it; inert once the value has
 /// expired, been removed or been cleared, and in every other queue.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+///
+/// Its `Debug` reads `Key { queue: 3, insert: 17 }`: the 18th value inserted into the
+/// 4th queue made in this process (both counted from 0).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Key {
     pub(super) index: usize,
     pub(super) serial: u64,
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The serial is the queue's number in its high half, its count of inserts in
+        // the low half (see `first_serial`).
+        f.debug_struct("Key")
+            .field("queue", &(self.serial >> 32))
+            .field("insert", &(self.serial & u64::from(u32::MAX)))
+            .finish()
+    }
 }
 
 /// The serial of a new queue's first value: 2^32 past the previous queue's, so that

@@ -370,6 +370,7 @@ impl<T> DelayQueue<T> {
     /// Moves the deadline of the value `key` names to `timeout` from now, earlier or
     /// later, in place. O(1). Returns `false` (and changes nothing) if it expired, was
     /// removed or was cleared.
+    #[must_use = "`false` means nothing moved: the value was taken, removed or cleared"]
     pub fn reset(&self, key: &Key, timeout: Duration) -> bool {
         self.reset_at(
             key,
@@ -380,6 +381,7 @@ impl<T> DelayQueue<T> {
     /// Moves the deadline of the value `key` names to `when`; see
     /// [`reset`](DelayQueue::reset). A `when` already past expires it on the timer's
     /// next tick.
+    #[must_use = "`false` means nothing moved: the value was taken, removed or cleared"]
     pub fn reset_at(&self, key: &Key, when: Instant) -> bool {
         let mut state = lock(&self.queue.state);
         let State {
