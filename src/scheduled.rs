@@ -115,13 +115,6 @@ impl Scheduled {
         }
     }
 
-    /// Drops the handle of a callback that is running (called from inside it), without
-    /// the cancel a drop would try: there is nothing left to cancel, and the cancel
-    /// would take the shard's lock to find that out.
-    pub(crate) fn drop_from_callback(mut self) {
-        self.inner = None;
-    }
-
     /// Whether the callback was cancelled (by [`cancel`](Scheduled::cancel)).
     pub fn is_cancelled(&self) -> bool {
         self.handle().place.is_cancelled()
