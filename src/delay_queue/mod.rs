@@ -345,14 +345,15 @@ impl<T> DelayQueue<T> {
         let mut state = lock(&self.queue.state);
         let (wheel_key, step, _) = state.get(key)?;
         let value = state.wheel.remove_any(wheel_key, step)?.value;
-        let idle = state.stand_down_if_empty();
+        // The sleep stays where it is, even if nothing is left: at worst it wakes the
+        // consumers for nothing once. Standing it down here would make every insert
+        // and remove into an otherwise empty queue register and cancel it.
         let wake = if state.is_ended() {
             self.queue.waiting.take()
         } else {
             Vec::new()
         };
         drop(state);
-        drop(idle);
         wake.into_iter().for_each(Waker::wake);
         Some(value)
     }
