@@ -267,9 +267,8 @@ impl<T: Send + 'static> DelayQueue<T> {
         let shared = self.queue.timer.shared();
         let now = shared.now();
         let offset = shared.clock.offset_after(now, timeout);
-        let now = Some(shared.clock.unclamped_offset_of(now));
         self.queue
-            .insert(value, offset, now)
+            .insert(value, offset, Some(now))
             .unwrap_or_else(|e| full(&e))
     }
 
@@ -367,8 +366,7 @@ impl<T> DelayQueue<T> {
         let shared = self.queue.timer.shared();
         let now = shared.now();
         let offset = shared.clock.offset_after(now, timeout);
-        self.queue
-            .reset(key, offset, Some(shared.clock.unclamped_offset_of(now)))
+        self.queue.reset(key, offset, Some(now))
     }
 
     /// Moves the deadline of the value `key` names to `when`; see
@@ -513,17 +511,18 @@ impl<T> Queue<T> {
         };
         match error {
             Some(error) => Err(TryInsertError { error, value }),
-            None => self.insert(
-                value,
-                offset,
-                Some(self.timer.shared().clock.unclamped_offset_of(now)),
-            ),
+            None => self.insert(value, offset, Some(now)),
         }
     }
 
     /// Inserts `value` due at `offset` on the timer's clock (`now` there, if the
     /// caller has read it).
-    fn insert(&self, value: T, offset: i64, now: Option<i64>) -> Result<Key, TryInsertError<T>> {
+    fn insert(
+        &self,
+        value: T,
+        offset: i64,
+        now: Option<Instant>,
+    ) -> Result<Key, TryInsertError<T>> {
         let step = self.timer.shared().clock.step_at_offset(offset);
         let mut state = lock(&self.state);
         let serial = state.next_serial;
@@ -554,7 +553,7 @@ impl<T> Queue<T> {
         })
     }
 
-    fn reset(&self, key: &Key, offset: i64, now: Option<i64>) -> bool {
+    fn reset(&self, key: &Key, offset: i64, now: Option<Instant>) -> bool {
         let to = self.timer.shared().clock.step_at_offset(offset);
         let mut state = lock(&self.state);
         let Some((wheel_key, step, _)) = state.get(key) else {
@@ -586,7 +585,7 @@ impl<T> Queue<T> {
         step: u64,
         deadline: i64,
         due: bool,
-        now: Option<i64>,
+        now: Option<Instant>,
     ) -> (Vec<Waker>, Option<Sleep>) {
         let Some(armed) = state.armed.filter(|&armed| step <= armed) else {
             return (Vec::new(), None);
@@ -594,7 +593,13 @@ impl<T> Queue<T> {
         if !self.waiting.any() {
             return (Vec::new(), None);
         }
-        if due || deadline <= now.unwrap_or_else(|| self.now_offset()) {
+        let shared = self.timer.shared();
+        if due
+            || deadline
+                <= shared
+                    .clock
+                    .unclamped_offset_of(now.unwrap_or_else(|| shared.now()))
+        {
             return (self.waiting.take(), None);
         }
         if step == armed {
@@ -605,12 +610,6 @@ impl<T> Queue<T> {
             (Aimed::Waiting, replaced) => (Vec::new(), replaced),
             (Aimed::Fired(_), replaced) => (self.waiting.take(), replaced),
         }
-    }
-
-    /// Now on the timer's clock, as an offset.
-    fn now_offset(&self) -> i64 {
-        let shared = self.timer.shared();
-        shared.clock.unclamped_offset_of(shared.now())
     }
 
     /// Takes the next due value, or registers `cx`'s waker under `owner`.
