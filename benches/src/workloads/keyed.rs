@@ -148,13 +148,24 @@ pub fn queue_churn(queue: Queue, iters: u32, pending: usize) -> f64 {
 }
 
 /// *One owner*, as tokio-util documents its queue: one task on a current-thread
-/// runtime (`block_on`), tokio-util's queue owned (`&mut`), ours a handle. ns per
-/// insert + remove, with `pending` other values inserted first with the same
+/// runtime (`block_on`), tokio-util's queue owned (`&mut`), ours a handle; each made
+/// with `DelayQueue::new()` (ours then on the default timer, whose driver has a
+/// thread of its own), or, with `explicit`, ours on a `Timer` built on that runtime.
+/// ns per insert + remove, with `pending` other values inserted first with the same
 /// timeouts.
-pub fn churn_one_owner(queue: Queue, iters: u32, pending: usize, timeouts: Timeouts) -> f64 {
+pub fn churn_one_owner(
+    queue: Queue,
+    iters: u32,
+    pending: usize,
+    timeouts: Timeouts,
+    explicit: bool,
+) -> f64 {
     runtime().block_on(async move {
         let timer = timer();
-        with_queue(queue, &timer, |q| {
+        let mut new = tokio_wheel::DelayQueue::new();
+        let default: Option<&mut dyn KeyedU64> =
+            (queue == Queue::Wheel && !explicit).then_some(&mut new);
+        let run = |q: &mut dyn KeyedU64| {
             for i in 0..pending as u64 {
                 q.put_only(u64::MAX - i, timeouts.of(u64::MAX - i));
             }
@@ -163,7 +174,11 @@ pub fn churn_one_owner(queue: Queue, iters: u32, pending: usize, timeouts: Timeo
                 assert!(std::hint::black_box(q.put_take(i, timeouts.of(i))));
             }
             start.elapsed().as_nanos() as f64 / f64::from(iters)
-        })
+        };
+        match default {
+            Some(q) => run(q),
+            None => with_queue(queue, &timer, run),
+        }
     })
 }
 
