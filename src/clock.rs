@@ -44,6 +44,10 @@ pub(crate) struct Clock {
     steps_per_tick: u64,
     /// A step, in nanoseconds; at least 1.
     step_ns: u64,
+    /// `u64::MAX / step_ns`: dividing by a step is a multiplication by it and a
+    /// correction ([`Clock::div_step`]), not a 64-bit division, on every deadline
+    /// placed.
+    step_inverse: u64,
     /// The farthest offset kept: the end of step [`MAX_STEP`], or of the last step
     /// that ends within `i64::MAX` nanoseconds if that comes first. A later deadline
     /// saturates here, so that the deadline a timer reports is one its step can
@@ -65,6 +69,7 @@ impl Clock {
             tick,
             steps_per_tick,
             step_ns,
+            step_inverse: u64::MAX / step_ns,
             max_offset,
         }
     }
@@ -78,7 +83,8 @@ impl Clock {
 
     /// The first step that ends at or after `ns` past the origin (saturating).
     fn steps_rounding_up(&self, ns: u64) -> u64 {
-        (ns / self.step_ns + u64::from(ns % self.step_ns != 0)).min(MAX_STEP)
+        let (steps, rest) = self.div_step(ns);
+        (steps + u64::from(rest != 0)).min(MAX_STEP)
     }
 
     /// `deadline` as signed nanoseconds from the origin, saturating at the end of the
@@ -159,7 +165,9 @@ impl Clock {
 
     /// The last step that has ended by `now`.
     pub(crate) fn step_now(&self, now: Instant) -> u64 {
-        (nanos(now.saturating_duration_since(self.origin)) / self.step_ns).min(MAX_STEP)
+        self.div_step(nanos(now.saturating_duration_since(self.origin)))
+            .0
+            .min(MAX_STEP)
     }
 
     /// The last step of the configured tick that `step` lies in: the driver wakes only
@@ -183,6 +191,23 @@ impl Clock {
     /// timer due in that step is at `now` (by less than a step).
     pub(crate) fn lateness(&self, step: u64, now: Instant) -> Duration {
         now.saturating_duration_since(self.step_end(step.saturating_sub(1)))
+    }
+
+    /// `(ns / step_ns, ns % step_ns)`, exactly, without a division. The high half of
+    /// `ns * step_inverse` falls short of the quotient by at most one:
+    /// `step_inverse`, `(2^64 - 1) / step_ns` rounded down, is at least
+    /// `(2^64 - step_ns) / step_ns`, so `ns * step_inverse / 2^64` exceeds
+    /// `ns / step_ns - ns / 2^64`, and `ns < 2^64`. The remainder, under two steps,
+    /// says whether it did.
+    #[inline]
+    fn div_step(&self, ns: u64) -> (u64, u64) {
+        let steps = ((u128::from(ns) * u128::from(self.step_inverse)) >> 64) as u64;
+        let rest = ns - steps * self.step_ns;
+        if rest >= self.step_ns {
+            (steps + 1, rest - self.step_ns)
+        } else {
+            (steps, rest)
+        }
     }
 
     /// The configured tick.
@@ -313,6 +338,45 @@ mod tests {
                 clock.offset_after(before, Duration::from_millis(5)),
                 2_000_000
             );
+        }
+    }
+
+    /// `div_step` is the division it replaces, for steps from a nanosecond to centuries
+    /// and numerators up to `u64::MAX`.
+    #[test]
+    fn dividing_by_a_step_is_exact() {
+        let origin = Instant::now();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            // xorshift64*: reproducible, no dependency.
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        };
+        let mut steps = vec![1, 2, 3, 7, 250_000, 2_500_000, 999_999_999, u64::MAX / 3];
+        steps.extend((0..200).map(|_| next() >> (next() % 64)).filter(|&d| d > 0));
+        for step_ns in steps {
+            let clock = Clock::new(origin, Duration::from_nanos(step_ns), 1);
+            assert_eq!(clock.step_ns, step_ns);
+            let mut ns = vec![
+                0,
+                1,
+                step_ns - 1,
+                step_ns,
+                step_ns + 1,
+                u64::MAX,
+                u64::MAX - 1,
+            ];
+            ns.extend((0..200).map(|_| next() >> (next() % 64)));
+            ns.extend((0..50).map(|_| (next() % 1000).saturating_mul(step_ns)));
+            for n in ns {
+                assert_eq!(
+                    clock.div_step(n),
+                    (n / step_ns, n % step_ns),
+                    "{n} / {step_ns}"
+                );
+            }
         }
     }
 

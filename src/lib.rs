@@ -179,7 +179,7 @@ pub use config::Executor;
 #[cfg(feature = "test-util")]
 pub use default::advance;
 pub use default::{catch_up, interval, interval_at, sleep, sleep_until, timeout, timeout_at};
-pub use delay_queue::{DelayQueue, Expired, Key, TryInsertError};
+pub use delay_queue::{DelayQueue, Expired, Key, NextExpired, TryInsertError};
 #[doc(inline)]
 pub use error::{Elapsed, Error};
 pub use interval::Interval;

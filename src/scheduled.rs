@@ -115,13 +115,6 @@ impl Scheduled {
         }
     }
 
-    /// Drops the handle of a callback that is running (called from inside it), without
-    /// the cancel a drop would try: there is nothing left to cancel, and the cancel
-    /// would take the shard's lock to find that out.
-    pub(crate) fn drop_from_callback(mut self) {
-        self.inner = None;
-    }
-
     /// Whether the callback was cancelled (by [`cancel`](Scheduled::cancel)).
     pub fn is_cancelled(&self) -> bool {
         self.handle().place.is_cancelled()
@@ -183,6 +176,7 @@ impl Scheduled {
     /// # Ok(())
     /// # }
     /// ```
+    #[must_use = "`false` means the callback did not move: it has run, or is running, or was cancelled"]
     pub fn reset(&self, delay: Duration) -> bool {
         let handle = self.handle();
         let shared = &handle.anchor.shared;
@@ -192,6 +186,7 @@ impl Scheduled {
 
     /// Moves a pending callback to `deadline`, in place; see
     /// [`reset`](Scheduled::reset).
+    #[must_use = "`false` means the callback did not move: it has run, or is running, or was cancelled"]
     pub fn reset_at(&self, deadline: Instant) -> bool {
         let handle = self.handle();
         let shared = &handle.anchor.shared;

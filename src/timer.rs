@@ -145,6 +145,7 @@ impl Timer {
     ///
     /// A setting, not a wait: unlike [`Interval::tick`] it returns at once. To wait a
     /// tick, `timer.sleep(timer.tick()).await`.
+    #[must_use = "a setting, not a wait: to wait a tick, `timer.sleep(timer.tick()).await`"]
     pub fn tick(&self) -> Duration {
         self.shared().clock.tick()
     }

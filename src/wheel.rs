@@ -90,6 +90,11 @@ pub(crate) struct Key {
 }
 
 impl Key {
+    /// The slab index the key names (for [`Wheel::at`]).
+    pub(crate) fn index(self) -> usize {
+        self.index as usize
+    }
+
     /// The key as 52 bits: index, then generation. For handles that pack it.
     pub(crate) fn to_bits(self) -> u64 {
         (u64::from(self.index) << GENERATION_BITS) | u64::from(self.generation)
@@ -219,8 +224,9 @@ pub(crate) struct Wheel<T> {
     /// Level 0 (`slots` slots of one step), then levels of [`UPPER_SLOTS_BITS`]-bit
     /// slots up to the [`STEP_BITS`] a step has.
     levels: Box<[Level]>,
-    /// log2 of level 0's slots.
-    level0_bits: u32,
+    /// log2 of level 0's slots (at most 20). A `u8`, so that the due list's ends fit
+    /// in the padding the wheel had: a timer's idle shards stay as small.
+    level0_bits: u8,
     /// Level 0's slots - 1: a step's slot there is `step & level0_mask`.
     level0_mask: u64,
     /// Every step `<= elapsed` has been processed: no entry has `step <= elapsed`.
@@ -232,6 +238,25 @@ pub(crate) struct Wheel<T> {
     in_progress: bool,
     /// Stamped on the next inserted entry: `1..=GENERATION_MAX`, wrapping.
     generation: u32,
+    /// Entries whose steps are processed but which their holder keeps here until it
+    /// takes them (see [`advance_due`](Wheel::advance_due)), by step. An entry is in
+    /// this list iff its step is at most `elapsed`; the driver's wheels never hold one.
+    due: Due,
+}
+
+/// The ends of the list of due entries, linked through the entries' own `prev` and
+/// `next`.
+#[derive(Debug, Clone, Copy)]
+struct Due {
+    head: u32,
+    tail: u32,
+}
+
+impl Due {
+    const EMPTY: Due = Due {
+        head: NIL,
+        tail: NIL,
+    };
 }
 
 impl<T> Wheel<T> {
@@ -249,11 +274,12 @@ impl<T> Wheel<T> {
         Wheel {
             entries: Slab::new(),
             levels,
-            level0_bits,
+            level0_bits: level0_bits as u8,
             level0_mask: slots as u64 - 1,
             elapsed: 0,
             in_progress: false,
             generation: 1,
+            due: Due::EMPTY,
         }
     }
 
@@ -398,6 +424,21 @@ impl<T> Wheel<T> {
         limit: usize,
         mut expire: impl FnMut(u64, T),
     ) -> bool {
+        self.advance_by(to, limit, |wheel, slot, budget| {
+            wheel.expire_slot(slot, budget, &mut expire)
+        })
+    }
+
+    /// [`advance`](Wheel::advance)'s walk: `take_slot` takes level 0's slot at the
+    /// cursor (decrementing the budget by what it took) and says whether the slot is
+    /// empty now.
+    #[inline]
+    fn advance_by(
+        &mut self,
+        to: u64,
+        limit: usize,
+        mut take_slot: impl FnMut(&mut Self, usize, &mut usize) -> bool,
+    ) -> bool {
         let to = to.min(MAX_STEP);
         if to <= self.elapsed {
             return true;
@@ -424,7 +465,7 @@ impl<T> Wheel<T> {
             if budget == 0 {
                 return false;
             }
-            if !self.expire_slot(event.slot, &mut budget, &mut expire) {
+            if !take_slot(self, event.slot, &mut budget) {
                 self.in_progress = true;
                 return false;
             }
@@ -448,8 +489,13 @@ impl<T> Wheel<T> {
 
     /// Removes the entries whose values `select` picks and returns their values, in
     /// no particular order; the others keep their keys. O(capacity): for events that
-    /// happen once in a wheel's life, not per entry.
+    /// happen once in a wheel's life, not per entry. Not on a wheel holding due
+    /// entries.
     pub(crate) fn remove_where(&mut self, mut select: impl FnMut(&T) -> bool) -> Vec<T> {
+        debug_assert_eq!(
+            self.due.head, NIL,
+            "the driver's wheels hold no due entries"
+        );
         let picked: Vec<u32> = self
             .entries
             .iter()
@@ -468,6 +514,7 @@ impl<T> Wheel<T> {
     /// Removes every entry, in no particular order, with the key and step that named
     /// it; resets nothing else.
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = (Key, u64, T)> {
+        self.due = Due::EMPTY;
         for level in self.levels.iter_mut() {
             level.heads.fill(NIL);
             level.occupied.fill(0);
@@ -559,7 +606,7 @@ impl<T> Wheel<T> {
     fn shift(&self, level: usize) -> u32 {
         match level {
             0 => 0,
-            _ => self.level0_bits + UPPER_SLOTS_BITS * (level as u32 - 1),
+            _ => u32::from(self.level0_bits) + UPPER_SLOTS_BITS * (level as u32 - 1),
         }
     }
 
@@ -578,7 +625,7 @@ impl<T> Wheel<T> {
             return (0, (step & self.level0_mask) as usize);
         }
         let highest = 63 - differ.leading_zeros();
-        let level = 1 + ((highest - self.level0_bits) / UPPER_SLOTS_BITS) as usize;
+        let level = 1 + ((highest - u32::from(self.level0_bits)) / UPPER_SLOTS_BITS) as usize;
         // `slot_of` without its loads: every upper level has 2^UPPER_SLOTS_BITS slots.
         let slot = (step >> self.shift(level)) & ((1 << UPPER_SLOTS_BITS) - 1);
         debug_assert_eq!(slot as usize, self.slot_of(level, step));
@@ -636,6 +683,305 @@ impl<T> Wheel<T> {
             }
         }
         if next != NIL {
+            self.entries[next as usize].prev = prev;
+        }
+    }
+}
+
+/// # Holding entries past their step
+///
+/// The driver hands every entry out as its step is processed. A holder that takes its
+/// entries when it chooses (a `DelayQueue`, whose consumers take one value at a time,
+/// and whose `remove` still finds a value no consumer took) keeps them instead: an
+/// [`advance_due`](Wheel::advance_due) moves the entries of each processed step,
+/// in place, to the *due* list, in step order, where their keys still name them.
+/// *Invariant:* an entry is in the due list iff its step is at most `elapsed` (it has
+/// no place in the levels then), so the step an entry carries says which list it is
+/// in. Such a holder names its entries by index ([`at`](Wheel::at)) and checks that
+/// an entry is the one it means by a mark of its own in `T` (the queue's 64-bit
+/// serial), since the generation wraps; it then acts on the key and step `at` gives.
+/// It uses this block's methods, not `insert`, `remove`, `reschedule` or `advance`,
+/// which know nothing of the due list.
+impl<T> Wheel<T> {
+    /// A wheel as [`new`](Wheel::new), whose storage holds `capacity` entries before
+    /// it allocates again.
+    pub(crate) fn with_capacity(slots: usize, capacity: usize) -> Self {
+        let mut wheel = Wheel::new(slots);
+        wheel.entries = Slab::with_capacity(capacity);
+        wheel
+    }
+
+    /// How many entries the storage holds before it allocates again.
+    pub(crate) fn capacity(&self) -> usize {
+        self.entries.capacity()
+    }
+
+    /// Makes room for at least `additional` more entries in the storage.
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        self.entries.reserve(additional);
+    }
+
+    /// Gives back the storage past the last entry present (entries never move, so
+    /// their keys stay valid).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.entries.shrink_to_fit();
+    }
+
+    /// Number of entries in the due list (it walks the list).
+    #[cfg(test)]
+    pub(crate) fn due_len(&self) -> usize {
+        let (mut index, mut len) = (self.due.head, 0);
+        while index != NIL {
+            index = self.entries[index as usize].next;
+            len += 1;
+        }
+        len
+    }
+
+    /// Whether the due list holds any entry.
+    pub(crate) fn has_due(&self) -> bool {
+        self.due.head != NIL
+    }
+
+    /// Adds `value` at `step` (saturated to [`MAX_STEP`]); to the due list if that
+    /// step is processed. Returns its key and whether it is due.
+    ///
+    /// # Errors
+    ///
+    /// [`InsertError::Full`] if the wheel holds [`MAX_ENTRIES`] entries.
+    #[inline]
+    pub(crate) fn insert_or_due(
+        &mut self,
+        step: u64,
+        value: T,
+    ) -> Result<(Key, bool), (T, InsertError)> {
+        debug_assert!(
+            !self.in_progress,
+            "a holder of due entries advances by whole steps"
+        );
+        let step = step.min(MAX_STEP);
+        if self.entries.len() >= MAX_ENTRIES {
+            return Err((value, InsertError::Full));
+        }
+        let generation = self.generation;
+        self.generation = if generation == GENERATION_MAX {
+            1
+        } else {
+            generation + 1
+        };
+        let index = self.entries.insert(Entry {
+            value,
+            packed: pack(step, generation),
+            prev: NIL,
+            next: NIL,
+        }) as u32;
+        let due = step <= self.elapsed;
+        if due {
+            self.link_due(index);
+        } else {
+            self.link(index);
+        }
+        Ok((Key { index, generation }, due))
+    }
+
+    /// Processes steps up to and including `to`, moving the entries of each to the
+    /// due list, whole steps at a time, until at least `limit` entries moved. Returns
+    /// `true` when `elapsed() == to`; `false` means call again to continue.
+    pub(crate) fn advance_due(&mut self, to: u64, limit: usize) -> bool {
+        self.advance_by(to, limit, |wheel, slot, budget| {
+            *budget = budget.saturating_sub(wheel.slot_to_due(slot));
+            true
+        })
+    }
+
+    /// Moves to the due list the entries of the step after `elapsed` (the cursor's,
+    /// not processed yet) whose values `pick` picks, as if their step were `elapsed`:
+    /// for a holder that knows, from what it stored in `T`, that their deadlines have
+    /// passed though their step has not ended. Returns how many moved.
+    pub(crate) fn due_from_cursor(&mut self, mut pick: impl FnMut(&T) -> bool) -> usize {
+        debug_assert!(
+            !self.in_progress,
+            "a holder of due entries advances by whole steps"
+        );
+        // The cursor's step is in level 0's current block, one step per slot.
+        let slot = ((self.elapsed + 1) & self.level0_mask) as usize;
+        let Some(&head) = self.levels[0].heads.get(slot) else {
+            return 0;
+        };
+        let (mut index, mut moved) = (head, 0);
+        while index != NIL {
+            let entry = &self.entries[index as usize];
+            let next = entry.next;
+            debug_assert_eq!(entry.step(), self.elapsed + 1);
+            if pick(&entry.value) {
+                self.unlink_from(index, (0, slot));
+                self.entries[index as usize].set_step(self.elapsed);
+                self.link_due(index);
+                moved += 1;
+            }
+            index = next;
+        }
+        moved
+    }
+
+    /// Takes the first entry of the due list (the earliest step; of one step, the
+    /// first moved there).
+    pub(crate) fn pop_due(&mut self) -> Option<(Key, T)> {
+        let index = self.due.head;
+        if index == NIL {
+            return None;
+        }
+        let generation = self.entries[index as usize].generation();
+        self.unlink_due(index);
+        let value = self.entries.remove(index as usize).value;
+        Some((Key { index, generation }, value))
+    }
+
+    /// The entry that comes out first: the due list's first, else the pending entry
+    /// with the earliest step (of several at that step, the one `advance_due` moves
+    /// first). Its key, step and value.
+    pub(crate) fn first(&self) -> Option<(Key, u64, &T)> {
+        if self.due.head != NIL {
+            return self.at(self.due.head as usize);
+        }
+        let event = self.next_event()?;
+        let mut index = self.levels[event.level].heads[event.slot];
+        let mut first = index;
+        // Above level 0 a slot spans many steps: its earliest is the wheel's.
+        while index != NIL {
+            let entry = &self.entries[index as usize];
+            if entry.step() < self.entries[first as usize].step() {
+                first = index;
+            }
+            index = entry.next;
+        }
+        self.at(first as usize)
+    }
+
+    /// The entry at slab index `index`, if any: its key, its step and its value.
+    #[inline]
+    pub(crate) fn at(&self, index: usize) -> Option<(Key, u64, &T)> {
+        let entry = self.entries.get(index)?;
+        let key = Key {
+            index: index as u32,
+            generation: entry.generation(),
+        };
+        Some((key, entry.step(), &entry.value))
+    }
+
+    /// Removes the entry `key` names at `step`, pending or due, and returns its value.
+    #[inline]
+    pub(crate) fn remove_any(&mut self, key: Key, step: u64) -> Option<T> {
+        self.get(key, step)?;
+        if step <= self.elapsed {
+            self.unlink_due(key.index);
+        } else {
+            self.unlink(key.index);
+        }
+        Some(self.entries.remove(key.index as usize).value)
+    }
+
+    /// Moves the entry `key` names at `step`, pending or due, to step `to`: into the
+    /// levels, or into the due list if `to` is processed. Its key stays; from then on
+    /// it is named at `to` (saturated). Returns whether it is due, or `None` if the key
+    /// names nothing at `step`.
+    pub(crate) fn move_any(&mut self, key: Key, step: u64, to: u64) -> Option<bool> {
+        self.get(key, step)?;
+        if step <= self.elapsed {
+            self.unlink_due(key.index);
+        } else {
+            self.unlink(key.index);
+        }
+        let to = to.min(MAX_STEP);
+        self.entries[key.index as usize].set_step(to);
+        let due = to <= self.elapsed;
+        if due {
+            self.link_due(key.index);
+        } else {
+            self.link(key.index);
+        }
+        Some(due)
+    }
+
+    /// Removes every entry, pending and due, and returns the storage that held them
+    /// (for the caller to drop after releasing its lock), leaving as much room.
+    pub(crate) fn take_all(&mut self) -> Slab<Entry<T>> {
+        self.due = Due::EMPTY;
+        for level in self.levels.iter_mut() {
+            level.heads.fill(NIL);
+            level.occupied.fill(0);
+            level.len = 0;
+        }
+        let capacity = self.entries.capacity();
+        std::mem::replace(&mut self.entries, Slab::with_capacity(capacity))
+    }
+
+    /// Moves level 0's `slot`, whose step is processed now, to the due list's end
+    /// (every step there is earlier). Returns how many entries moved.
+    fn slot_to_due(&mut self, slot: usize) -> usize {
+        let level = &mut self.levels[0];
+        let mut index = std::mem::replace(&mut level.heads[slot], NIL);
+        level.occupied[slot / 64] &= !(1 << (slot % 64));
+        let mut moved = 0;
+        while index != NIL {
+            let next = self.entries[index as usize].next;
+            self.link_due_last(index);
+            moved += 1;
+            index = next;
+        }
+        self.levels[0].len -= moved;
+        moved
+    }
+
+    /// Links entry `index` into the due list after every entry of an earlier or equal
+    /// step. From the end: entries mostly come in step order.
+    fn link_due(&mut self, index: u32) {
+        let step = self.entries[index as usize].step();
+        let mut before = self.due.tail;
+        while before != NIL && self.entries[before as usize].step() > step {
+            before = self.entries[before as usize].prev;
+        }
+        if before == self.due.tail {
+            return self.link_due_last(index);
+        }
+        let after = if before == NIL {
+            std::mem::replace(&mut self.due.head, index)
+        } else {
+            std::mem::replace(&mut self.entries[before as usize].next, index)
+        };
+        self.entries[after as usize].prev = index;
+        let entry = &mut self.entries[index as usize];
+        entry.prev = before;
+        entry.next = after;
+    }
+
+    /// Links entry `index`, of a step at least every due entry's, at the due list's end.
+    fn link_due_last(&mut self, index: u32) {
+        let tail = std::mem::replace(&mut self.due.tail, index);
+        if tail == NIL {
+            self.due.head = index;
+        } else {
+            debug_assert!(
+                self.entries[tail as usize].step() <= self.entries[index as usize].step()
+            );
+            self.entries[tail as usize].next = index;
+        }
+        let entry = &mut self.entries[index as usize];
+        entry.prev = tail;
+        entry.next = NIL;
+    }
+
+    fn unlink_due(&mut self, index: u32) {
+        let entry = &self.entries[index as usize];
+        let (prev, next) = (entry.prev, entry.next);
+        if prev == NIL {
+            self.due.head = next;
+        } else {
+            self.entries[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.due.tail = prev;
+        } else {
             self.entries[next as usize].prev = prev;
         }
     }

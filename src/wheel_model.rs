@@ -11,6 +11,11 @@
 //!
 //! Driven by proptest here (`cargo test --lib wheel_model`) and by cargo-fuzz through
 //! [`fuzz`] (`fuzz/fuzz_targets/wheel.rs`, under the `cfg(fuzzing)` cargo-fuzz sets).
+//!
+//! A second model ([`check_due`], proptest only) holds entries past their step as a
+//! `DelayQueue` does: advances move them to the due list, where they wait, in step
+//! order, to be popped, removed or moved by the index and mark (here the value) the
+//! holder keeps.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -261,6 +266,182 @@ pub(crate) fn fuzz(data: &[u8]) {
     check(slots, &ops);
 }
 
+/// An operation of a holder that keeps due entries (see [`check_due`]).
+#[derive(Debug, Clone)]
+pub(crate) enum DueOp {
+    /// Insert at `elapsed + delta - 3` (saturating): the first three are due at once.
+    Insert(u64),
+    /// Advance by `delta`, moving at least `limit` entries to the due list if as many
+    /// are due (whole steps at a time).
+    Advance(u64, usize),
+    /// Move the cursor step's entries whose values are odd (or even) to the due list.
+    Cursor(bool),
+    Pop,
+    /// Remove the n-th value held.
+    Remove(usize),
+    /// Move the n-th value held to `elapsed + delta - 3` (saturating).
+    Move(usize, u64),
+}
+
+#[cfg(test)]
+fn due_op() -> impl proptest::strategy::Strategy<Value = DueOp> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => prop_oneof![0u64..8, 0u64..100, 1u64 << 10..1u64 << 30].prop_map(DueOp::Insert),
+        3 => (prop_oneof![0u64..4, 0u64..60, 1u64 << 10..1u64 << 30], 1usize..6)
+            .prop_map(|(d, l)| DueOp::Advance(d, l)),
+        1 => any::<bool>().prop_map(DueOp::Cursor),
+        2 => Just(DueOp::Pop),
+        2 => any::<usize>().prop_map(DueOp::Remove),
+        2 => (any::<usize>(), prop_oneof![0u64..8, 0u64..100])
+            .prop_map(|(n, d)| DueOp::Move(n, d)),
+    ]
+}
+
+/// The holder's view: value -> its step and whether it is due; the values it holds
+/// in insertion order, with their slab index (`None` once taken or removed).
+struct DueModel {
+    wheel: Wheel<u32>,
+    held: BTreeMap<u32, (u64, bool)>,
+    indices: Vec<(u32, Option<usize>)>,
+    next_value: u32,
+}
+
+impl DueModel {
+    fn step(&self, delta: u64) -> u64 {
+        (self.wheel.elapsed() + delta).saturating_sub(3)
+    }
+
+    /// Key and step of the n-th value held, found by index and checked by value.
+    fn find(&self, n: usize) -> Option<(usize, u32, Key, u64)> {
+        let n = n % self.indices.len().max(1);
+        let (value, index) = *self.indices.get(n)?;
+        let (key, step, &at) = self.wheel.at(index?)?;
+        (at == value).then_some((n, value, key, step))
+    }
+
+    fn apply(&mut self, op: &DueOp) {
+        match *op {
+            DueOp::Insert(delta) => {
+                let step = self.step(delta);
+                let value = self.next_value;
+                self.next_value += 1;
+                let (key, due) = self.wheel.insert_or_due(step, value).expect("room");
+                assert_eq!(due, step <= self.wheel.elapsed());
+                self.held.insert(value, (step.min(MAX_STEP), due));
+                self.indices.push((value, Some(key.index())));
+            }
+            DueOp::Advance(delta, limit) => {
+                let to = self.wheel.elapsed().saturating_add(delta).min(MAX_STEP);
+                let before = self.wheel.due_len();
+                let done = self.wheel.advance_due(to, limit);
+                let elapsed = self.wheel.elapsed();
+                assert_eq!(done, elapsed == to);
+                let mut moved = 0;
+                for (step, due) in self.held.values_mut() {
+                    if !*due && *step <= elapsed {
+                        *due = true;
+                        moved += 1;
+                    }
+                }
+                assert_eq!(self.wheel.due_len(), before + moved);
+                assert!(done || moved >= limit, "stopped before its limit");
+            }
+            DueOp::Cursor(odd) => {
+                let cursor = self.wheel.elapsed() + 1;
+                let elapsed = self.wheel.elapsed();
+                let moved = self.wheel.due_from_cursor(|v| v % 2 == u32::from(odd));
+                let mut expected = 0;
+                for (value, (step, due)) in self.held.iter_mut() {
+                    if !*due && *step == cursor && value % 2 == u32::from(odd) {
+                        *due = true;
+                        *step = elapsed;
+                        expected += 1;
+                    }
+                }
+                assert_eq!(moved, expected);
+            }
+            DueOp::Pop => {
+                let earliest = self
+                    .held
+                    .values()
+                    .filter(|(_, due)| *due)
+                    .map(|(step, _)| *step)
+                    .min();
+                match (self.wheel.pop_due(), earliest) {
+                    (Some((_, value)), Some(min)) => {
+                        let (step, due) = self.held.remove(&value).expect("held once");
+                        assert!(due && step == min, "{value} at {step}, earliest due {min}");
+                    }
+                    (None, None) => {}
+                    (popped, earliest) => panic!("popped {popped:?}, earliest due {earliest:?}"),
+                }
+            }
+            DueOp::Remove(n) => {
+                if let Some((n, value, key, step)) = self.find(n) {
+                    assert_eq!(self.wheel.remove_any(key, step), Some(value));
+                    self.held.remove(&value).expect("held");
+                    self.indices[n].1 = None;
+                }
+            }
+            DueOp::Move(n, delta) => {
+                if let Some((_, value, key, step)) = self.find(n) {
+                    let to = self.step(delta);
+                    let due = self.wheel.move_any(key, step, to).expect("named");
+                    assert_eq!(due, to <= self.wheel.elapsed());
+                    self.held.insert(value, (to.min(MAX_STEP), due));
+                }
+            }
+        }
+    }
+
+    fn check(&self) {
+        assert_eq!(self.wheel.len(), self.held.len());
+        let due = self.held.values().filter(|(_, due)| *due).count();
+        assert_eq!(self.wheel.due_len(), due);
+        // Every value held is where the model says, at its step.
+        for &(value, index) in &self.indices {
+            let Some(&(step, _)) = self.held.get(&value) else {
+                continue;
+            };
+            let (_, at_step, &at) = self.wheel.at(index.expect("held")).expect("present");
+            assert_eq!((at, at_step), (value, step));
+        }
+        // `first` is the earliest due, else the earliest pending.
+        let earliest = |want_due: bool| {
+            self.held
+                .values()
+                .filter(|(_, due)| *due == want_due)
+                .map(|(step, _)| *step)
+                .min()
+        };
+        let expected = earliest(true).or_else(|| earliest(false));
+        assert_eq!(self.wheel.first().map(|(_, step, _)| step), expected);
+    }
+}
+
+/// Runs `ops` against the holder's model, then takes everything left: every value
+/// comes out exactly once, never before its step is processed.
+pub(crate) fn check_due(slots: usize, ops: &[DueOp]) {
+    let mut model = DueModel {
+        wheel: Wheel::new(slots),
+        held: BTreeMap::new(),
+        indices: Vec::new(),
+        next_value: 0,
+    };
+    for op in ops {
+        model.apply(op);
+        model.check();
+    }
+    while model.wheel.elapsed() < MAX_STEP {
+        model.apply(&DueOp::Advance(MAX_STEP - model.wheel.elapsed(), 7));
+    }
+    while !model.held.is_empty() {
+        model.apply(&DueOp::Pop);
+    }
+    assert_eq!(model.wheel.len(), 0);
+}
+
 #[cfg(test)]
 mod proptests {
     use super::*;
@@ -277,6 +458,12 @@ mod proptests {
         fn wheel_matches_model(slots in prop_oneof![Just(1usize), Just(4), Just(8), Just(64), Just(128)],
                                ops in proptest::collection::vec(op(), 1..200)) {
             check(slots, &ops);
+        }
+
+        #[test]
+        fn due_list_matches_model(slots in prop_oneof![Just(1usize), Just(4), Just(64)],
+                                  ops in proptest::collection::vec(due_op(), 1..200)) {
+            check_due(slots, &ops);
         }
     }
 }

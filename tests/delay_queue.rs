@@ -231,7 +231,7 @@ async fn several_consumers_each_value_exactly_once() {
                     match i % 5 {
                         0 if queue.remove(&key).is_some() => removed.push(value),
                         1 => {
-                            queue.reset(&key, Duration::from_millis(50));
+                            assert!(queue.reset(&key, Duration::from_millis(50)));
                         }
                         _ => {}
                     }
@@ -317,8 +317,9 @@ async fn several_consumers_on_threads_each_value_exactly_once() {
     assert_eq!(taken.len(), 2000);
 }
 
-/// Keys whose value was removed, expired or cleared are inert: `None`/`false`, no
-/// panic, and no reach into the value that reuses their slot.
+/// Keys whose value was removed, taken or cleared are inert: `None`/`false`, no
+/// panic, and no reach into the value that reuses their slot. A value whose deadline
+/// passed is the queue's until a consumer takes it.
 #[tokio::test(start_paused = true)]
 async fn stale_keys_are_inert() {
     let timer = timer();
@@ -338,12 +339,14 @@ async fn stale_keys_are_inert() {
     );
 
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    // Expired, not yet taken: the value is a consumer's now.
+    // Due, not yet taken: still the queue's.
+    assert!(queue.deadline(&live).is_some());
+    assert_eq!(queue.peek(), Some(live));
+    let expired = queue.next_expired().await.unwrap();
+    assert_eq!(expired.key(), live);
     assert_eq!(queue.remove(&live), None);
     assert!(!queue.reset(&live, Duration::from_secs(1)));
     assert_eq!(queue.deadline(&live), None);
-    let expired = queue.next_expired().await.unwrap();
-    assert_eq!(expired.key(), live);
 
     let cleared = queue.insert("cleared", Duration::from_secs(1));
     queue.clear();
@@ -410,31 +413,37 @@ async fn five_thousand_inserts_and_removes_through_the_same_slots() {
     assert_eq!(timer.pending(), 0);
 }
 
+/// Insert, remove and reset touch only the queue: nothing is registered on the timer
+/// until a consumer waits, and then one sleep, for the earliest value; a reset moves
+/// the value in place (its key stays).
 #[tokio::test(start_paused = true)]
-async fn remove_cancels_and_reset_moves_in_place() {
+async fn insert_remove_and_reset_touch_only_the_queue() {
     let timer = timer();
     let queue = DelayQueue::with_timer(&timer);
     let start = Instant::now();
     let gone = queue.insert("gone", Duration::from_millis(100));
     let moved = queue.insert("moved", Duration::from_millis(100));
-    assert_eq!(timer.pending(), 2);
     assert_eq!(queue.remove(&gone), Some("gone"));
-    assert_eq!(
-        timer.pending(),
-        1,
-        "remove cancels the value's timer at once"
-    );
     assert!(queue.reset(&moved, Duration::from_millis(700)));
+    assert_eq!(timer.pending(), 0, "the timer holds nothing of the queue's");
     assert_eq!(
         queue.deadline(&moved),
         Some(start + Duration::from_millis(700))
     );
-    assert_eq!(timer.stats().reset, 1, "moved in place");
-    let expired = queue.next_expired().await.unwrap();
-    let now = Instant::now();
-    assert_eq!(expired.get_ref(), &"moved");
-    assert!(now >= start + Duration::from_millis(700));
-    assert!(now < start + Duration::from_millis(700) + LATE);
+    let consumer = {
+        let queue = queue.clone();
+        tokio::spawn(async move {
+            queue
+                .next_expired()
+                .await
+                .map(|e| (e.key(), e.into_inner()))
+        })
+    };
+    tokio::task::yield_now().await;
+    assert_eq!(timer.pending(), 1, "one sleep for a waiting consumer");
+    assert_eq!(consumer.await.unwrap(), Some((moved, "moved")));
+    assert_at(Instant::now(), start + Duration::from_millis(700), LATE);
+    assert_eq!(timer.pending(), 0);
 }
 
 /// The driver holds no value: dropping the last handle drops them and cancels their
@@ -469,65 +478,25 @@ async fn take_at<T>(queue: &DelayQueue<T>, deadline: Instant) -> T {
     expired.into_inner()
 }
 
-/// Past the timer's `max_pending`: `try_insert` gives the value back with the error;
-/// `insert` keeps the value, timed by the queue's fallback: never early, less than a
-/// tick late, and `deadline`, `reset` and `remove` work on it.
+/// A timer at its `max_pending` still takes a queue's values, which are not its
+/// callbacks: `try_insert` and `insert` both keep them, and each comes out on time.
 #[tokio::test(start_paused = true)]
-async fn at_capacity_try_insert_gives_the_value_back_and_insert_keeps_it_never_early() {
-    let timer = Timer::builder().tick(TICK).max_pending(2).build().unwrap();
+async fn a_timer_at_max_pending_still_takes_queue_values() {
+    let timer = Timer::builder().tick(TICK).max_pending(1).build().unwrap();
+    let _full = timer.schedule(Duration::from_secs(60), || ()).unwrap();
+    assert_eq!(
+        timer.schedule(Duration::from_secs(1), || ()).unwrap_err(),
+        Error::AtCapacity { max: 1 }
+    );
     let queue = DelayQueue::with_timer(&timer);
     let start = Instant::now();
     let secs = |s: u64| start + Duration::from_secs(s);
-    queue.insert(1, Duration::from_secs(10));
-    queue.try_insert(2, Duration::from_secs(10)).unwrap();
-    let refused = queue.try_insert(3, Duration::from_secs(10)).unwrap_err();
-    assert_eq!(refused.error(), &Error::AtCapacity { max: 2 });
-    assert!(refused.to_string().contains("max_pending"), "{refused}");
-    assert_eq!(refused.into_inner(), 3);
-    let four = queue.insert(4, Duration::from_secs(1));
-    let five = queue.insert(5, Duration::from_secs(2));
-    let six = queue.insert(6, Duration::from_millis(1500));
-    assert_eq!(timer.pending(), 2, "refused by the timer");
-    assert_eq!(queue.len(), 5);
-    assert_eq!(queue.deadline(&four), Some(secs(1)));
-    assert!(queue.reset(&five, Duration::from_secs(3)));
-    assert_eq!(queue.deadline(&five), Some(secs(3)));
-    assert_eq!(queue.remove(&six), Some(6));
-    assert_eq!(queue.remove(&six), None);
-    assert_eq!(take_at(&queue, secs(1)).await, 4);
-    assert_eq!(queue.deadline(&four), None);
-    assert!(!queue.reset(&four, Duration::from_secs(1)));
-    assert_eq!(take_at(&queue, secs(3)).await, 5);
-    assert_eq!(
-        take_at(&queue, secs(10)).await + take_at(&queue, secs(10)).await,
-        3
-    );
+    queue.try_insert(2, Duration::from_secs(2)).unwrap();
+    let one = queue.insert(1, Duration::from_secs(1));
+    assert_eq!(queue.deadline(&one), Some(secs(1)));
+    assert_eq!(take_at(&queue, secs(1)).await, 1);
+    assert_eq!(take_at(&queue, secs(2)).await, 2);
     assert!(queue.is_empty());
-    assert_eq!(timer.pending(), 0);
-}
-
-/// Values the timer timed and values the queue's fallback timed (past `max_pending`)
-/// come out in one deadline order, also to a consumer that polls only once both
-/// deadlines have passed.
-#[tokio::test(start_paused = true)]
-async fn fallback_and_wheel_values_come_out_in_deadline_order() {
-    let timer = Timer::builder().tick(TICK).max_pending(1).build().unwrap();
-    let queue = DelayQueue::with_timer(&timer);
-    queue.insert("wheel", Duration::from_millis(100));
-    queue.insert("fallback", Duration::from_millis(50));
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let order: Vec<_> = (0..2)
-        .map(|_| {
-            queue.poll_expired(&mut std::task::Context::from_waker(
-                futures::task::noop_waker_ref(),
-            ))
-        })
-        .map(|poll| match poll {
-            std::task::Poll::Ready(Some(expired)) => expired.into_inner(),
-            _ => "none",
-        })
-        .collect();
-    assert_eq!(order, ["fallback", "wheel"]);
 }
 
 /// After the timer's shutdown: `try_insert` gives the value back with
@@ -560,44 +529,6 @@ async fn after_shutdown_try_insert_gives_the_value_back_and_insert_keeps_it_neve
         take_at(&queue, start + Duration::from_secs(7)).await,
         "later"
     );
-    assert!(queue.is_empty());
-}
-
-/// Values pending at shutdown come back among the `Unfired` callbacks. Running one
-/// expires its value at once (the caller's choice); dropping one, or keeping it, leaves
-/// the value to come out at its deadline, never early, less than a tick late, waking
-/// the consumer that was waiting.
-#[tokio::test(start_paused = true)]
-async fn unfired_values_run_at_once_or_dropped_or_kept_come_out_never_early() {
-    let timer = timer();
-    let queue = DelayQueue::with_timer(&timer);
-    let start = Instant::now();
-    queue.insert("run", Duration::from_secs(10));
-    queue.insert("dropped", Duration::from_secs(20));
-    queue.insert("kept", Duration::from_secs(30));
-    let waiting = {
-        let queue = queue.clone();
-        tokio::spawn(async move { queue.next_expired().await.map(Expired::into_inner) })
-    };
-    tokio::task::yield_now().await;
-    let mut unfired = timer.shutdown().await;
-    unfired.sort_by_key(|u| u.deadline());
-    assert_eq!(unfired.len(), 3);
-    let kept = unfired.pop().unwrap();
-    let dropped = unfired.pop().unwrap();
-    unfired.pop().unwrap().run();
-    assert_eq!(waiting.await.unwrap(), Some("run"));
-    assert_eq!(Instant::now(), start, "run: expired at once");
-    drop(dropped);
-    assert_eq!(
-        take_at(&queue, start + Duration::from_secs(20)).await,
-        "dropped"
-    );
-    assert_eq!(
-        take_at(&queue, start + Duration::from_secs(30)).await,
-        "kept"
-    );
-    drop(kept);
     assert!(queue.is_empty());
 }
 
@@ -663,6 +594,182 @@ fn handles_are_send_sync_clone_debug() {
         let queue = DelayQueue::with_timer(&timer());
         queue.insert(1, Duration::from_secs(1));
         let text = format!("{queue:?}");
-        assert!(text.contains("pending: 1"), "{text}");
+        assert!(text.contains("len: 1"), "{text}");
     });
+}
+
+/// A key's `Debug` names its queue and how many values that queue took before it, not
+/// the raw serial it is compared by.
+#[tokio::test(start_paused = true)]
+async fn a_keys_debug_names_its_queue_and_insert() {
+    let timer = timer();
+    let (one, other) = (
+        DelayQueue::with_timer(&timer),
+        DelayQueue::with_timer(&timer),
+    );
+    one.insert(0, Duration::from_secs(1));
+    let second = one.insert(1, Duration::from_secs(1));
+    let first_of_other = other.insert(2, Duration::from_secs(1));
+    let queue_of = |text: &str| -> u64 {
+        let rest = text
+            .strip_prefix("Key { queue: ")
+            .unwrap_or_else(|| panic!("{text}"));
+        rest[..rest.find(',').unwrap()].parse().unwrap()
+    };
+    let (second, first_of_other) = (format!("{second:?}"), format!("{first_of_other:?}"));
+    assert!(second.ends_with(", insert: 1 }"), "{second}");
+    assert!(
+        first_of_other.ends_with(", insert: 0 }"),
+        "{first_of_other}"
+    );
+    assert_ne!(queue_of(&second), queue_of(&first_of_other));
+}
+
+/// A deadline past the wheel's range (200 years at a 1 ms tick, whose range is 139)
+/// saturates where every timer's does: the queue reports that deadline, and the value
+/// comes out no earlier than it, whether it was inserted on a running timer, on one at
+/// its `max_pending`, or after `shutdown()`.
+#[tokio::test(start_paused = true)]
+async fn a_deadline_past_the_wheels_range_never_comes_out_before_the_one_reported() {
+    const YEAR: Duration = Duration::from_secs(86_400 * 365);
+    for path in ["running", "at max_pending", "shut down"] {
+        let timer = Timer::builder()
+            .tick(Duration::from_millis(1))
+            .max_pending(1)
+            .build()
+            .unwrap();
+        let _full = timer.schedule(YEAR, || ()).unwrap();
+        let start = Instant::now();
+        let queue = DelayQueue::with_timer(&timer);
+        if path == "running" {
+            drop(_full);
+        } else if path == "shut down" {
+            let _ = timer.shutdown().await;
+        }
+        let key = queue.insert_at(path, start + YEAR * 200);
+        let reported = queue.deadline(&key).unwrap();
+        assert!(reported > start + YEAR * 100, "{path}: {reported:?}");
+        let expired = queue.next_expired().await.unwrap();
+        let out = Instant::now();
+        assert_eq!(expired.deadline(), reported, "{path}");
+        assert!(
+            out >= reported,
+            "{path}: out {:?} before the deadline it reports",
+            reported - out
+        );
+        assert!(
+            out < reported + LATE,
+            "{path}: late by {:?}",
+            out - reported
+        );
+    }
+}
+
+/// Consumers that give up waiting (`timeout` around `next_expired`, 2000 of them, or a
+/// stream's `next` on clones then dropped) leave nothing behind in the queue: its
+/// `Debug` shows no consumer waiting, with values pending that never expire meanwhile.
+#[tokio::test(start_paused = true)]
+async fn consumers_that_give_up_leave_nothing_behind() {
+    let timer = timer();
+    let queue: DelayQueue<u32> = DelayQueue::with_timer(&timer);
+    let key = queue.insert(1, Duration::from_secs(3600));
+    let consumers: Vec<_> = (0..2000)
+        .map(|i| {
+            let mut queue = queue.clone();
+            tokio::spawn(async move {
+                let wait = Duration::from_millis(1);
+                if i % 2 == 0 {
+                    tokio::time::timeout(wait, queue.next_expired())
+                        .await
+                        .is_err()
+                } else {
+                    tokio::time::timeout(wait, queue.next()).await.is_err()
+                }
+            })
+        })
+        .collect();
+    for consumer in consumers {
+        assert!(consumer.await.unwrap(), "a consumer got a value");
+    }
+    let text = format!("{queue:?}");
+    assert!(text.contains("waiting: 0"), "{text}");
+    assert_eq!(queue.remove(&key), Some(1));
+}
+
+/// A `Custom` executor that holds on to the jobs it is given: whatever the timer's
+/// executor does, a value whose deadline passed and that no consumer took is seen the
+/// same way by `deadline`, `reset` and `remove` — it is still the queue's.
+#[tokio::test(start_paused = true)]
+async fn a_due_value_is_the_queues_whatever_the_executor() {
+    let held = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let holder = held.clone();
+    let timer = Timer::builder()
+        .tick(TICK)
+        .executor(tokio_wheel::Executor::Custom(Arc::new(move |job| {
+            holder.lock().unwrap().push(job);
+        })))
+        .build()
+        .unwrap();
+    let queue = DelayQueue::with_timer(&timer);
+    let start = Instant::now();
+    let moved = queue.insert_at("moved", start + Duration::from_millis(10));
+    let removed = queue.insert_at("removed", start + Duration::from_millis(10));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        queue.deadline(&moved),
+        Some(start + Duration::from_millis(10))
+    );
+    assert!(queue.reset_at(&moved, start + Duration::from_millis(500)));
+    assert!(queue.deadline(&removed).is_some());
+    assert_eq!(queue.remove(&removed), Some("removed"));
+    let expired = queue.next_expired().await.unwrap();
+    assert_eq!(expired.into_inner(), "moved");
+    assert_at(Instant::now(), start + Duration::from_millis(500), LATE);
+    drop(held);
+}
+
+/// A `Custom` executor that hands every job back (drops it unrun), then `shutdown()`:
+/// the queue's values are none of the `Unfired` callbacks shutdown returns, and each
+/// still comes out at its deadline, never early, less than a tick late, to the
+/// consumer waiting.
+#[tokio::test(start_paused = true)]
+async fn values_pending_at_shutdown_stay_the_queues_and_come_out_on_time() {
+    let timer = Timer::builder()
+        .tick(TICK)
+        .executor(tokio_wheel::Executor::Custom(Arc::new(drop)))
+        .build()
+        .unwrap();
+    let queue = DelayQueue::with_timer(&timer);
+    let start = Instant::now();
+    queue.insert_at("due", start + Duration::from_millis(10));
+    queue.insert_at("later", start + Duration::from_secs(2));
+    let waiting = {
+        let queue = queue.clone();
+        tokio::spawn(async move {
+            let mut out = Vec::new();
+            while let Some(expired) = queue.next_expired().await {
+                out.push((expired.into_inner(), Instant::now()));
+            }
+            out
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let mut held = Vec::new();
+    tokio::time::sleep_until(start + Duration::from_millis(10)).await;
+    held.extend(timer.shutdown().await);
+    assert!(
+        held.is_empty(),
+        "{} queue values came back as Unfired",
+        held.len()
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    queue.close();
+    let out = tokio::time::timeout(Duration::from_secs(1), waiting)
+        .await
+        .expect("the consumer was stranded")
+        .unwrap();
+    let names: Vec<_> = out.iter().map(|(v, _)| *v).collect();
+    assert_eq!(names, ["due", "later"]);
+    assert_at(out[0].1, start + Duration::from_millis(10), LATE);
+    assert_at(out[1].1, start + Duration::from_secs(2), LATE);
 }

@@ -206,13 +206,26 @@ fn scheduled_reset_vs_cancel_cancels() {
     });
 }
 
+/// The tick of the queue models' timers: an hour, so that the real clock, which a
+/// `DelayQueue` reads on each poll, never reaches a model's first step while it runs.
+/// Values come out when the model's own turns say so.
+const QUEUE_TICK: Duration = Duration::from_secs(3600);
+
+fn take<T>(queue: &DelayQueue<T>, waker: &Waker) -> Option<T> {
+    match queue.poll_expired(&mut Context::from_waker(waker)) {
+        Poll::Ready(Some(expired)) => Some(expired.into_inner()),
+        Poll::Ready(None) => panic!("an open queue ended"),
+        Poll::Pending => None,
+    }
+}
+
 /// A consumer polling an empty `DelayQueue` races another thread that inserts a value
 /// and turns the driver past its deadline: the consumer either takes the value on that
 /// poll or is woken, and then takes it; never both, never a lost wakeup.
 #[test]
 fn delay_queue_consumer_vs_insert_and_expiry_loses_no_wakeup() {
     loom::model(|| {
-        let timer = timer(TICK);
+        let timer = timer(QUEUE_TICK);
         let queue = DelayQueue::with_timer(&timer);
         let producer = {
             let (queue, timer) = (queue.clone(), timer.clone());
@@ -222,22 +235,37 @@ fn delay_queue_consumer_vs_insert_and_expiry_loses_no_wakeup() {
             })
         };
         let (woken, waker) = flag();
-        let mut cx = Context::from_waker(&waker);
-        let first = queue.poll_expired(&mut cx);
+        let first = take(&queue, &waker);
         producer.join().unwrap();
-        match first {
-            Poll::Ready(Some(expired)) => assert_eq!(expired.into_inner(), 7),
-            Poll::Ready(None) => panic!("an open queue ended"),
-            Poll::Pending => {
-                assert!(woken.0.load(Ordering::SeqCst), "lost wakeup");
-                match queue.poll_expired(&mut cx) {
-                    Poll::Ready(Some(expired)) => assert_eq!(expired.into_inner(), 7),
-                    other => panic!("woken for nothing: {:?}", other.is_ready()),
-                }
-            }
+        if first.is_none() {
+            assert!(woken.0.load(Ordering::SeqCst), "lost wakeup");
+            assert_eq!(take(&queue, &waker), Some(7), "woken for nothing");
+        } else {
+            assert_eq!(first, Some(7));
         }
         assert!(queue.is_empty());
-        assert_eq!(timer.pending(), 0);
+        assert_eq!(timer.pending(), 0, "the queue's sleep stood down");
+    });
+}
+
+/// A consumer that waits, its value pending, races the driver's turn to the value's
+/// step: the queue's sleep fires before or after the consumer aims it; the consumer
+/// takes the value on that poll or is woken for it.
+#[test]
+fn delay_queue_consumer_vs_turn_loses_no_wakeup() {
+    loom::model(|| {
+        let timer = timer(QUEUE_TICK);
+        let queue = DelayQueue::with_timer(&timer);
+        queue.insert_at(7u8, in_step(&timer, 1));
+        let driver = turn_on_a_thread(&timer, 1);
+        let (woken, waker) = flag();
+        let first = take(&queue, &waker);
+        driver.join().unwrap();
+        if first.is_none() {
+            assert!(woken.0.load(Ordering::SeqCst), "lost wakeup");
+            assert_eq!(take(&queue, &waker), Some(7), "woken for nothing");
+        }
+        assert!(queue.is_empty());
     });
 }
 
@@ -245,29 +273,18 @@ fn delay_queue_consumer_vs_insert_and_expiry_loses_no_wakeup() {
 #[test]
 fn delay_queue_two_consumers_take_a_value_once() {
     loom::model(|| {
-        let timer = timer(TICK);
+        let timer = timer(QUEUE_TICK);
         let queue = DelayQueue::with_timer(&timer);
         queue.insert_at(7u8, in_step(&timer, 1));
         let driver = turn_on_a_thread(&timer, 1);
         let other = {
             let queue = queue.clone();
-            thread::spawn(move || {
-                let (_, waker) = flag();
-                queue
-                    .poll_expired(&mut Context::from_waker(&waker))
-                    .is_ready()
-            })
+            thread::spawn(move || take(&queue, &flag().1).is_some())
         };
-        let (_, waker) = flag();
-        let here = queue
-            .poll_expired(&mut Context::from_waker(&waker))
-            .is_ready();
+        let here = take(&queue, &flag().1).is_some();
         let there = other.join().unwrap();
         driver.join().unwrap();
-        let (_, waker) = flag();
-        let after = queue
-            .poll_expired(&mut Context::from_waker(&waker))
-            .is_ready();
+        let after = take(&queue, &flag().1).is_some();
         assert_eq!(
             usize::from(here) + usize::from(there) + usize::from(after),
             1,
@@ -276,64 +293,84 @@ fn delay_queue_two_consumers_take_a_value_once() {
     });
 }
 
-/// `DelayQueue::reset` racing the value's expiry: either the reset moved it (it comes
-/// out after the new deadline) or it had expired (the reset says so); the value comes
-/// out exactly once either way.
+/// `DelayQueue::reset` racing a consumer that takes the value once its step has
+/// passed: either the consumer took it (the reset says `false`, the key names
+/// nothing) or the reset moved it (the consumer found nothing, and takes it at its new
+/// step); exactly once either way.
 #[test]
-fn delay_queue_reset_vs_expiry_exactly_once() {
+fn delay_queue_reset_vs_take_exactly_once() {
     loom::model(|| {
-        let timer = timer(TICK);
+        let timer = timer(QUEUE_TICK);
         let queue = DelayQueue::with_timer(&timer);
         let key = queue.insert_at(7u8, in_step(&timer, 1));
-        let driver = turn_on_a_thread(&timer, 1);
+        turn(&timer, 1);
+        let consumer = {
+            let queue = queue.clone();
+            thread::spawn(move || take(&queue, &flag().1))
+        };
         let moved = queue.reset_at(&key, in_step(&timer, 3));
-        driver.join().unwrap();
-        let (_, waker) = flag();
-        let mut cx = Context::from_waker(&waker);
-        let mut out = usize::from(queue.poll_expired(&mut cx).is_ready());
-        assert_eq!(out, usize::from(!moved), "moved {moved}");
+        let taken = consumer.join().unwrap();
+        assert_eq!(taken.is_some(), !moved, "moved {moved}, taken {taken:?}");
         assert_eq!(queue.deadline(&key).is_some(), moved);
         turn(&timer, 3);
-        out += usize::from(queue.poll_expired(&mut cx).is_ready());
-        assert_eq!(out, 1);
+        let later = take(&queue, &flag().1);
+        assert_eq!(
+            usize::from(taken.is_some()) + usize::from(later.is_some()),
+            1
+        );
         assert!(queue.is_empty());
-        assert_eq!(timer.pending(), 0);
     });
 }
 
-/// A consumer takes the last expired value while another thread inserts a value the
-/// timer refuses (at capacity), due already: the consumer, finding nothing left to
-/// wait for, stands the queue's sleep down; the value inserted meanwhile must still
-/// come out, once, on that poll's heels or on the next.
+/// One consumer's `next_expired` future is dropped (it gave up) while the value's
+/// step is processed; another consumer waits too. The one left is woken: the drop
+/// takes only its own registration, and the wake takes them all.
 #[test]
-fn delay_queue_last_value_taken_vs_refused_insert_loses_nothing() {
+fn delay_queue_consumer_giving_up_vs_turn_wakes_the_other() {
     loom::model(|| {
-        let timer = capped_timer(TICK, 1);
+        let timer = timer(QUEUE_TICK);
         let queue = DelayQueue::with_timer(&timer);
-        queue.insert_at(1u8, in_step(&timer, 1));
-        let (_, waker) = flag();
-        let mut cx = Context::from_waker(&waker);
-        // Waiting: the queue's sleep is armed for the timer's shutdown.
-        assert!(queue.poll_expired(&mut cx).is_pending());
-        turn(&timer, 1);
-        // The timer is full again: the next insert goes to the queue's fallback.
-        let _filler = timer.schedule_at(in_step(&timer, 50), || {}).unwrap();
-        let producer = {
-            let (queue, timer) = (queue.clone(), timer.clone());
+        queue.insert_at(7u8, in_step(&timer, 1));
+        let (stays, stays_waker) = flag();
+        assert_eq!(take(&queue, &stays_waker), None);
+        let gives_up = {
+            let queue = queue.clone();
             thread::spawn(move || {
-                queue.insert_at(2u8, in_step(&timer, 1));
+                let mut next = Box::pin(queue.next_expired());
+                let (_, waker) = flag();
+                let polled = next.as_mut().poll(&mut Context::from_waker(&waker));
+                drop(next);
+                polled.is_ready()
             })
         };
-        let mut taken = Vec::new();
-        if let Poll::Ready(Some(expired)) = queue.poll_expired(&mut cx) {
-            taken.push(expired.into_inner());
+        turn(&timer, 1);
+        let took = gives_up.join().unwrap();
+        if !took {
+            assert!(stays.0.load(Ordering::SeqCst), "lost wakeup");
+            assert_eq!(take(&queue, &stays_waker), Some(7));
         }
-        producer.join().unwrap();
-        while let Poll::Ready(Some(expired)) = queue.poll_expired(&mut cx) {
-            taken.push(expired.into_inner());
-        }
-        assert_eq!(taken, [1, 2], "a value lost or taken twice");
-        assert!(queue.is_empty());
+        assert!(format!("{queue:?}").contains("waiting: 0"), "{queue:?}");
+    });
+}
+
+/// A consumer waits on the queue's sleep while the driver's turn fires it and a
+/// shutdown drains it, in any order: the consumer is woken either way. (A `DelayQueue`
+/// poll reads no shutdown flag; after a shutdown its sleep is timed by the fallback,
+/// which these models, having no Tokio runtime, do not poll.)
+#[test]
+fn delay_queue_waiting_consumer_vs_turn_and_shutdown_is_woken() {
+    loom::model(|| {
+        let timer = timer(QUEUE_TICK);
+        let queue = DelayQueue::with_timer(&timer);
+        queue.insert_at(7u8, in_step(&timer, 1));
+        let (woken, waker) = flag();
+        assert_eq!(take(&queue, &waker), None);
+        let driver = turn_on_a_thread(&timer, 1);
+        let unfired = shutdown(&timer);
+        driver.join().unwrap();
+        assert!(unfired.is_empty(), "a queue value came back as a callback");
+        assert!(woken.0.load(Ordering::SeqCst), "lost wakeup");
+        assert_eq!(queue.len(), 1);
     });
 }
 

@@ -1,6 +1,5 @@
-//! The values a [`DelayQueue`](crate::DelayQueue) hands out: [`Key`]s naming pending
-//! values, [`Expired`] values, the [`TryInsertError`] of a refused insert, and the
-//! heap order of expired values waiting for a consumer.
+//! The values a [`DelayQueue`](crate::DelayQueue) hands out: [`Key`]s naming the
+//! values it holds, [`Expired`] values, and the [`TryInsertError`] of a refused insert.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,12 +8,27 @@ use tokio::time::Instant;
 
 use crate::Error;
 
-/// Names a value in the [`DelayQueue`](crate::DelayQueue) that returned it; inert once the value has
-/// expired, been removed or been cleared, and in every other queue.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+/// Names a value in the [`DelayQueue`](crate::DelayQueue) that returned it, until a
+/// consumer takes the value or it is removed or cleared; then, and in every other
+/// queue, it names nothing.
+///
+/// Its `Debug` reads `Key { queue: 3, insert: 17 }`: the 18th value inserted into the
+/// 4th queue made in this process (both counted from 0).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Key {
     pub(super) index: usize,
     pub(super) serial: u64,
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The serial is the queue's number in its high half, its count of inserts in
+        // the low half (see `first_serial`).
+        f.debug_struct("Key")
+            .field("queue", &(self.serial >> 32))
+            .field("insert", &(self.serial & u64::from(u32::MAX)))
+            .finish()
+    }
 }
 
 /// The serial of a new queue's first value: 2^32 past the previous queue's, so that
@@ -55,21 +69,22 @@ impl<T> Expired<T> {
         self.key
     }
 
-    /// The deadline the value expired at (the last one a reset set).
+    /// The deadline the value expired at (the last one a reset set; saturated as
+    /// [`DelayQueue::deadline`](crate::DelayQueue::deadline) reports it).
     pub fn deadline(&self) -> Instant {
         self.deadline
     }
 }
 
-/// A value [`DelayQueue::try_insert`](crate::DelayQueue::try_insert) could not insert, given back with the reason.
+/// A value [`DelayQueue::try_insert`](crate::DelayQueue::try_insert) did not insert,
+/// given back with the reason.
 pub struct TryInsertError<T> {
     pub(super) error: Error,
     pub(super) value: T,
 }
 
 impl<T> TryInsertError<T> {
-    /// Why the timer refused it: [`Error::Shutdown`], [`Error::AtCapacity`] or
-    /// [`Error::OutOfRange`].
+    /// Why: [`Error::Shutdown`], [`Error::AtCapacity`] or [`Error::OutOfRange`].
     pub fn error(&self) -> &Error {
         &self.error
     }
@@ -90,47 +105,12 @@ impl<T> fmt::Debug for TryInsertError<T> {
 
 impl<T> fmt::Display for TryInsertError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "the delay queue's timer refused the value: {}",
-            self.error
-        )
+        write!(f, "the delay queue did not take the value: {}", self.error)
     }
 }
 
 impl<T> std::error::Error for TryInsertError<T> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(&self.error)
-    }
-}
-
-/// An expired value in the heap, ordered so that the earliest deadline (then the
-/// lowest serial: the first inserted, but across a wrap of the serials) comes out first.
-pub(super) struct Due<T>(pub(super) Expired<T>);
-
-impl<T> Due<T> {
-    fn order(&self) -> (Instant, u64) {
-        (self.0.deadline, self.0.key.serial)
-    }
-}
-
-impl<T> PartialEq for Due<T> {
-    fn eq(&self, other: &Self) -> bool {
-        self.order() == other.order()
-    }
-}
-
-impl<T> Eq for Due<T> {}
-
-impl<T> PartialOrd for Due<T> {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl<T> Ord for Due<T> {
-    /// Reversed: `BinaryHeap` pops the greatest.
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        other.order().cmp(&self.order())
     }
 }

@@ -30,117 +30,127 @@
 //!
 //! # Implementation
 //!
-//! Each pending value is one callback on the timer ([`Timer::schedule_at`]), whose
-//! [`Scheduled`] handle the queue keeps beside the value in its own slab; `reset` moves
-//! that callback in place ([`Scheduled::reset_at`]) and `remove` cancels it, both O(1).
-//! The callback holds only a `Weak` reference to the queue and the value's [`Key`], so
-//! the driver never keeps values alive: when the last handle goes, the values are
-//! dropped and their callbacks cancelled. When a callback runs, it moves its value from
-//! the slab to the expired list (under the queue's lock, so exactly once) and wakes the
-//! consumers waiting.
+//! tokio-util's shape, shared: the values live in a wheel of the queue's own (the
+//! crate's [`Wheel`](crate::wheel::Wheel), in steps of the timer's clock) under the
+//! queue's lock, so insert, remove and reset touch nothing else, and the queue keeps
+//! one [`Sleep`] on the timer, at the step of its earliest value, for consumers to wait
+//! on. A consumer's poll reads the timer's clock and moves what is due to the wheel's
+//! due list, in place (the values of every step that has ended, and those of the step
+//! under way whose deadlines have passed), then takes the first: due means ready,
+//! whether or not the driver has turned. A value stays in the wheel's storage until a
+//! consumer takes it, so its key finds it until then (`remove` gives it back).
 //!
-//! A value the wheel cannot time (see [`DelayQueue`]'s `# Shutdown`) moves to a
-//! small fallback set ordered by deadline, in the same slab; consumers that find
-//! nothing expired poll the queue's one [`Sleep`] for its first deadline, with a
-//! waker that wakes them all. While only the wheel times values, that sleep waits at
-//! a far deadline, for the timer to drain it at shutdown or loss. Consumers poll it
-//! only when what it waits for changed (`State::armed`), so a consumer that waits
-//! again costs nothing more than before.
+//! The sleep's waker wakes every consumer waiting ([`waiting`]), so no wakeup is lost
+//! with a consumer that is dropped before it polls again. Consumers register under an
+//! owner (a [`NextExpired`] future, or the handle they poll) that takes its
+//! registration with it when it goes. An insert or reset earlier than the step the
+//! sleep waits for, while consumers wait, moves the sleep itself, or wakes them if the
+//! value is due already. A remove leaves the sleep where it is: at worst it wakes the
+//! consumers early, and they wait again.
 //!
-//! A [`Key`] is the value's slab index and a serial number the queue never hands out
-//! twice (it would take 2^64 inserts), so a key whose value was removed, expired or
-//! cleared names nothing, however often its slot has been reused since. Each queue's
-//! serials start 2^32 past the last queue's (`expired::first_serial`), so a key used
-//! on another queue names nothing there either, unless one of them has taken 2^32
-//! inserts.
+//! A [`Key`] is the value's index in the wheel's storage and a serial number the
+//! queue never hands out twice (it would take 2^64 inserts), so a key whose value was
+//! taken, removed or cleared names nothing, however often its slot has been reused
+//! since. Each queue's serials start 2^32 past the last queue's
+//! (`expired::first_serial`), so a key used on another queue names nothing there
+//! either, unless one of them has taken 2^32 inserts.
 
-use std::cell::Cell;
-use std::collections::{BTreeSet, BinaryHeap};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, PoisonError, Weak};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use futures_core::Stream;
-use slab::Slab;
 use tokio::time::Instant;
 
 mod expired;
 mod state;
+mod waiting;
 
 pub use expired::{Expired, Key, TryInsertError};
 
-use self::expired::{first_serial, Due};
-use self::state::{lock, slot, Aim, Item, State, Timing};
-use crate::clock::deadline_after;
-use crate::sync::{Mutex, MutexGuard};
+use self::expired::first_serial;
+use self::state::{lock, Aimed, Item, State};
+use self::waiting::Waiting;
+use crate::error::Error;
+use crate::sync::Mutex;
+use crate::wheel::{InsertError, Wheel};
 use crate::{Sleep, Timer};
 
-/// A queue of values that come out, through [`poll_expired`](DelayQueue::poll_expired)
-/// or the [`Stream`] impl, once their deadlines pass: in deadline order, never early,
-/// less than a tick and a millisecond late (the timer's tick).
+/// A queue of values that come out, through [`poll_expired`](DelayQueue::poll_expired),
+/// [`next_expired`](DelayQueue::next_expired) or the [`Stream`] impl, once their
+/// deadlines pass: in deadline order, never early; ready at the first poll after the
+/// deadline, and a consumer that waits is woken less than a tick and a millisecond
+/// after it (the timer's tick).
 ///
 /// [`Stream`]: https://docs.rs/futures-core/0.3/futures_core/stream/trait.Stream.html
 ///
 /// A `DelayQueue` is a handle: clones share the queue, and it is `Send + Sync` when
 /// `T: Send`. Any task inserts, [`remove`](DelayQueue::remove)s and
 /// [`reset`](DelayQueue::reset)s; any number of consumers take expired values, each
-/// value going to exactly one of them. Insert, remove and reset are O(1).
+/// value going to exactly one of them. Insert, remove and reset are O(1) and touch
+/// only the queue.
 ///
+/// * **Due means ready.** A value whose deadline has passed on the timer's clock is
+///   ready at the next poll, without waiting for the timer's driver to turn: one
+///   inserted or reset to a deadline already past, or one whose deadline the (paused)
+///   clock has just reached. A consumer waiting is woken at once by such an insert or
+///   reset.
+/// * **The queue's until taken.** A value whose deadline has passed is the queue's
+///   until a consumer takes it: [`remove`](DelayQueue::remove) gives it back,
+///   [`reset`](DelayQueue::reset) moves it, [`deadline`](DelayQueue::deadline) and
+///   [`peek`](DelayQueue::peek) see it.
 /// * **Empty is not finished.** A consumer of an empty queue waits (`Pending`), and
-///   gets a value inserted later by any task when it expires (the expiry wakes it; the
-///   first insert into a queue with no value pending wakes it once too, to arm the
-///   queue's sleep: see `# Shutdown`). It gets `None` only once the
-///   queue is [`close`](DelayQueue::close)d and nothing is left in it, pending or
-///   expired; a `remove` or `clear` that leaves a closed queue so wakes its consumers.
+///   gets a value inserted later by any task when it expires. It gets `None` only
+///   once the queue is [`close`](DelayQueue::close)d and nothing is left in it; a
+///   `remove` or `clear` that leaves a closed queue so wakes its consumers.
 /// * **Stale keys are inert.** [`remove`](DelayQueue::remove),
 ///   [`reset`](DelayQueue::reset) and [`deadline`](DelayQueue::deadline) return
-///   `None`/`false` for a key whose value expired, was removed or cleared, never panic,
+///   `None`/`false` for a key whose value was taken, removed or cleared, never panic,
 ///   and never reach a value inserted later in the same slot.
 /// * **Several consumers.** Every consumer waiting is woken when values expire (or the
 ///   queue closes); those that find nothing left wait again. No wakeup is lost when a
-///   woken consumer is dropped before taking anything. The queue keeps one waker per
-///   waiting task, until it wakes them: a task that gives up waiting (a `select!` or
-///   a `timeout` around [`next_expired`](DelayQueue::next_expired)) leaves its waker
-///   there until then, so prefer long-lived consumers to many short-lived ones.
-/// * **Order.** Expired values wait in deadline order. Values whose deadlines fall in
-///   the same tick may come out in either order. Each value's expiry is a callback on
-///   the timer: on a timer whose [`Executor`](crate::Executor) is not `Inline`, it runs
-///   there, and that executor's delay adds to the lateness.
+///   woken consumer is dropped before taking anything. A consumer that gives up
+///   waiting (a `select!` or a `timeout` around
+///   [`next_expired`](DelayQueue::next_expired)) leaves nothing behind; one that polls
+///   through [`poll_expired`](DelayQueue::poll_expired) or the `Stream` is registered
+///   under the handle it polls, until that handle is dropped or it is woken.
+/// * **Order.** Values come out in the order of their deadlines' steps (a quarter of
+///   the timer's tick); within one step, in either order.
 ///
-/// The values live in the queue, not in the timer: dropping the last handle drops them
-/// and cancels their timers. (So a value that holds a handle of its own queue keeps
-/// the queue alive, as any `Arc` cycle does, until it is taken, removed or cleared.)
+/// The values live in the queue, not in the timer: dropping the last handle drops
+/// them. (So a value that holds a handle of its own queue keeps the queue alive, as
+/// any `Arc` cycle does, until it is taken, removed or cleared.) None of them is a
+/// timer's callback: [`Timer::pending`] counts the queue's one sleep while consumers
+/// wait, and [`Timer::shutdown`] returns none of them.
+///
+/// # Migration from tokio-util
+///
+/// Every method of tokio-util's `DelayQueue` has a counterpart here; docs/GUIDE.md has
+/// the table. Where tokio-util panics (a stale key in `remove`, `reset`, `deadline`)
+/// this answers `None` or `false`; `try_remove`'s job is `remove`'s. There is no
+/// `compact`: a removed value's room is taken by the next insert, and keys never
+/// move, so nothing needs compacting; [`shrink_to_fit`](DelayQueue::shrink_to_fit)
+/// gives back the room past the last value held. An empty queue is `Pending`, not the
+/// end of the stream, until [`close`](DelayQueue::close).
 ///
 /// # Errors
 ///
-/// A value normally takes one pending callback on the timer. Where the timer refuses
-/// one (shut down, at [`Builder::max_pending`](crate::Builder::max_pending), or its
-/// paused clock past the end of its range),
-/// [`try_insert`](DelayQueue::try_insert) returns the value in a [`TryInsertError`];
-/// [`insert`](DelayQueue::insert) keeps it: the queue times it itself, never early
-/// and never lost, and never panics (see `# Shutdown`). Such values cost
-/// O(log n) to insert, remove and reset, and are timed on the timer's tick only while
-/// the timer runs.
+/// [`try_insert`](DelayQueue::try_insert) returns the value in a [`TryInsertError`]
+/// after the timer's [shutdown](Timer::shutdown), or once its (paused) clock has run
+/// past the end of its range; [`insert`](DelayQueue::insert) keeps the value in both
+/// cases (see `# Shutdown`, and [`deadline`](DelayQueue::deadline) for the range).
 ///
 /// # Shutdown
 ///
-/// Never early holds here too. A value the wheel can no longer time — refused by the
-/// timer, still pending when the timer is [shut down](Timer::shutdown) or its
-/// driver's runtime is dropped, or whose callback, returned unrun by
-/// [`Timer::shutdown`] as an [`Unfired`](crate::Unfired), is dropped — moves to the
-/// queue's fallback: a set by deadline, whose first deadline one [`Sleep`] of the
-/// timer waits for while a consumer waits, timed as every `Sleep` of a stopped timer
-/// is (on the polling task's runtime if it is the driver's, otherwise on the real
-/// clock). It comes out no earlier than its deadline, and `remove`, `reset` and
-/// `deadline` keep working on it. Running such an `Unfired` is asking for the value
-/// now: it expires at once.
-///
-/// While values are pending and a consumer waits, the queue keeps that `Sleep`
-/// registered at a far deadline (one entry per queue, counted by
-/// [`Timer::pending`]), so that the timer's shutdown or loss wakes its consumers.
+/// Never early holds here too. After the timer's [shutdown](Timer::shutdown), or once
+/// its driver's runtime is gone, the values stay the queue's and come out no earlier
+/// than their deadlines: the queue's sleep is timed as every `Sleep` of a stopped
+/// timer is (on the polling task's runtime if it is the driver's, otherwise on the
+/// real clock), and the consumers' polls read the timer's clock as before.
 ///
 /// # Examples
 ///
@@ -181,18 +191,20 @@ use crate::{Sleep, Timer};
 /// ```
 pub struct DelayQueue<T> {
     queue: Arc<Queue<T>>,
+    /// The owner this handle registers its consumers under, when polled through
+    /// `poll_expired` or as a `Stream`: every handle has its own.
+    owner: u64,
+    /// Whether it ever registered one, so that its drop must forget them.
+    registered: std::sync::atomic::AtomicBool,
 }
 
 /// The queue all handles share.
 struct Queue<T> {
     timer: Timer,
     state: Mutex<State<T>>,
-    /// The queue's one [`Sleep`] (see [`Aim`]). Taken before `state` when both are
-    /// held, never while `state` is: `wake_all`, which takes `state`, may be woken
-    /// from inside the sleep.
-    sleep: Mutex<Option<(Aim, Sleep)>>,
-    /// The waker `sleep` is polled with: it wakes every consumer waiting, so that no
-    /// wakeup is lost with the consumer that last polled it.
+    /// The consumers waiting. Its lock is taken after `state`'s, or alone.
+    waiting: Arc<Waiting>,
+    /// `waiting` as a waker: the queue's sleep is registered with it.
     wake_all: Waker,
 }
 
@@ -205,52 +217,73 @@ impl<T: Send + 'static> DelayQueue<T> {
     ///
     /// As [`sleep`](crate::sleep): if the default timer cannot be created.
     pub fn new() -> Self {
-        crate::default::with_default(DelayQueue::with_timer)
+        DelayQueue::with_capacity(0)
     }
 
-    /// A queue whose deadlines `timer` keeps (and whose tick bounds their lateness).
-    pub fn with_timer(timer: &Timer) -> Self {
-        DelayQueue {
-            queue: Arc::new_cyclic(|queue| Queue {
-                timer: timer.clone(),
-                state: Mutex::new(State {
-                    pending: Slab::new(),
-                    fallback: BTreeSet::new(),
-                    next_serial: first_serial(),
-                    expired: BinaryHeap::new(),
-                    waiting: Vec::new(),
-                    armed: None,
-                    closed: false,
-                }),
-                sleep: Mutex::new(None),
-                wake_all: Waker::from(Arc::new(WakeAll {
-                    queue: queue.clone(),
-                })),
-            }),
-        }
-    }
-
-    /// Inserts `value`, to expire `timeout` from now. O(1).
+    /// A queue on the [default timer](crate#default-timer) that holds `capacity`
+    /// values before it allocates again.
     ///
-    /// If the timer refuses it (shut down, at its
-    /// [`max_pending`](crate::Builder::max_pending), or out of range), the value is kept all the same,
-    /// and still expires no earlier than its deadline: the queue times it itself, as
-    /// the timer times its sleeps after a shutdown (see [`DelayQueue`]'s `# Errors`).
-    /// Use [`try_insert`](DelayQueue::try_insert) to be told instead.
-    pub fn insert(&self, value: T, timeout: Duration) -> Key {
-        self.insert_at(
-            value,
-            deadline_after(self.queue.timer.shared().now(), timeout),
-        )
+    /// # Panics
+    ///
+    /// As [`new`](DelayQueue::new).
+    pub fn with_capacity(capacity: usize) -> Self {
+        crate::default::with_default(|timer| DelayQueue::build(timer, capacity))
     }
 
-    /// Inserts `value`, to expire at `when` (at once, on the timer's next tick, if
-    /// `when` has passed). O(1). As [`insert`](DelayQueue::insert) if the timer refuses it.
+    /// A queue whose deadlines `timer` keeps (and whose tick bounds how late a
+    /// waiting consumer is woken).
+    pub fn with_timer(timer: &Timer) -> Self {
+        DelayQueue::build(timer, 0)
+    }
+
+    fn build(timer: &Timer, capacity: usize) -> Self {
+        let clock = timer.shared().clock;
+        let waiting = Arc::new(Waiting::new());
+        let slots = timer.shared().wheel_size() * clock.steps_per_tick();
+        let queue = Arc::new(Queue {
+            timer: timer.clone(),
+            state: Mutex::new(State {
+                wheel: Wheel::with_capacity(slots, capacity),
+                clock,
+                next_serial: first_serial(),
+                sleep: None,
+                armed: None,
+                closed: false,
+            }),
+            wake_all: Waker::from(waiting.clone()),
+            waiting,
+        });
+        DelayQueue::handle(queue)
+    }
+
+    /// Inserts `value`, to expire `timeout` from now on the timer's clock. O(1).
+    /// Durations saturate as [`Timer::sleep`]'s do.
+    ///
+    /// # Panics
+    ///
+    /// If the queue already holds 2^32 − 1 values (as a `Vec` panics past its
+    /// capacity); [`try_insert`](DelayQueue::try_insert) returns an error instead.
+    pub fn insert(&self, value: T, timeout: Duration) -> Key {
+        let shared = self.queue.timer.shared();
+        let now = shared.now();
+        let offset = shared.clock.offset_after(now, timeout);
+        self.queue
+            .insert(value, offset, Some(now))
+            .unwrap_or_else(|e| full(&e))
+    }
+
+    /// Inserts `value`, to expire at `when`: ready at the next poll if `when` has
+    /// passed. O(1). Far instants saturate as [`deadline`](DelayQueue::deadline)
+    /// says.
+    ///
+    /// # Panics
+    ///
+    /// As [`insert`](DelayQueue::insert).
     pub fn insert_at(&self, value: T, when: Instant) -> Key {
-        match self.try_insert_at(value, when) {
-            Ok(key) => key,
-            Err(refused) => self.insert_fallback(refused.value, when),
-        }
+        let offset = self.queue.timer.shared().clock.offset_of(when);
+        self.queue
+            .insert(value, offset, None)
+            .unwrap_or_else(|e| full(&e))
     }
 
     /// Inserts `value`, to expire `timeout` from now, or gives it back.
@@ -258,14 +291,15 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// # Errors
     ///
     /// [`TryInsertError`], holding the value, if the timer is shut down
-    /// ([`Error::Shutdown`](crate::Error::Shutdown)), already holds its
-    /// [`max_pending`](crate::Builder::max_pending) callbacks ([`Error::AtCapacity`](crate::Error::AtCapacity)),
-    /// or its (paused) clock has passed the end of its range ([`Error::OutOfRange`](crate::Error::OutOfRange)).
+    /// ([`Error::Shutdown`]: the value would be timed by its fallback, see
+    /// [`DelayQueue`]'s `# Shutdown`), its (paused) clock has run past the end of its
+    /// range ([`Error::OutOfRange`]: the deadline would saturate into the past), or
+    /// the queue holds 2^32 − 1 values ([`Error::AtCapacity`]).
     pub fn try_insert(&self, value: T, timeout: Duration) -> Result<Key, TryInsertError<T>> {
-        self.try_insert_at(
-            value,
-            deadline_after(self.queue.timer.shared().now(), timeout),
-        )
+        let shared = self.queue.timer.shared();
+        let now = shared.now();
+        let offset = shared.clock.offset_after(now, timeout);
+        self.queue.try_insert(value, offset, now)
     }
 
     /// Inserts `value`, to expire at `when`, or gives it back.
@@ -274,69 +308,17 @@ impl<T: Send + 'static> DelayQueue<T> {
     ///
     /// As [`try_insert`](DelayQueue::try_insert).
     pub fn try_insert_at(&self, value: T, when: Instant) -> Result<Key, TryInsertError<T>> {
-        let mut state = lock(&self.queue.state);
-        let State {
-            pending,
-            next_serial,
-            ..
-        } = &mut *state;
-        let slot = pending.vacant_entry();
-        let key = Key {
-            index: slot.key(),
-            serial: *next_serial,
-        };
-        let expiry = Expiry {
-            queue: Arc::downgrade(&self.queue),
-            key,
-        };
-        // Scheduled under the queue's lock, so that the callback, which takes it, finds
-        // the value in its slot. It never runs on this stack (a past deadline runs on
-        // the driver's next step), and the closure, dropped unrun on an error, is
-        // dropped quietly: it would take the lock held here.
-        match quietly(|| self.queue.timer.schedule_at(when, move || expiry.expire())) {
-            Ok(timer) => {
-                slot.insert(Item {
-                    value,
-                    serial: key.serial,
-                    timing: Timing::Wheel(timer),
-                });
-                *next_serial = next_serial.wrapping_add(1);
-                // Consumers waiting with no sleep armed must arm one, to learn of
-                // the timer's loss: woken here, once, when the first value comes.
-                let waiting = if state.armed.is_none() {
-                    std::mem::take(&mut state.waiting)
-                } else {
-                    Vec::new()
-                };
-                drop(state);
-                waiting.into_iter().for_each(Waker::wake);
-                Ok(key)
-            }
-            Err(error) => Err(TryInsertError { error, value }),
-        }
+        let shared = self.queue.timer.shared();
+        let offset = shared.clock.offset_of(when);
+        self.queue.try_insert(value, offset, shared.now())
     }
+}
 
-    /// Inserts a value the timer refused into the fallback.
-    #[cold]
-    fn insert_fallback(&self, value: T, when: Instant) -> Key {
-        let shut = self.queue.timer.is_shutdown();
-        let mut state = lock(&self.queue.state);
-        let key = Key {
-            index: state.pending.vacant_key(),
-            serial: state.next_serial,
-        };
-        state.next_serial = state.next_serial.wrapping_add(1);
-        state.pending.insert(Item {
-            value,
-            serial: key.serial,
-            timing: Timing::Fallback(when),
-        });
-        state.fallback.insert((when, key.serial, key.index));
-        let waiting = state.rearm(shut);
-        drop(state);
-        waiting.into_iter().for_each(Waker::wake);
-        key
-    }
+/// `insert`'s panic on a full queue.
+#[cold]
+#[track_caller]
+fn full<T>(refused: &TryInsertError<T>) -> Key {
+    panic!("{refused}")
 }
 
 impl<T: Send + 'static> Default for DelayQueue<T> {
@@ -347,105 +329,130 @@ impl<T: Send + 'static> Default for DelayQueue<T> {
 }
 
 impl<T> DelayQueue<T> {
-    /// Removes the value `key` names, before its deadline, and returns it; its timer is
-    /// cancelled. O(1). `None` if it expired (it is then a consumer's), was removed or
-    /// was cleared.
-    pub fn remove(&self, key: &Key) -> Option<T> {
-        let shut = self.queue.timer.is_shutdown();
-        let mut state = lock(&self.queue.state);
-        let item = state.take(key)?;
-        let mut wake = state.if_ended();
-        if wake.is_empty() {
-            wake = state.rearm(shut);
+    fn handle(queue: Arc<Queue<T>>) -> Self {
+        DelayQueue {
+            owner: queue.waiting.owner(),
+            queue,
+            registered: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Removes the value `key` names and returns it, whether its deadline has passed
+    /// or not, as long as no consumer took it. O(1). `None` if a consumer took it, it
+    /// was removed or cleared, or the key is from another queue.
+    pub fn remove(&self, key: &Key) -> Option<T> {
+        let mut state = lock(&self.queue.state);
+        let (wheel_key, step, _) = state.get(key)?;
+        let value = state.wheel.remove_any(wheel_key, step)?.value;
+        // The sleep stays where it is, even if nothing is left: at worst it wakes the
+        // consumers for nothing once. Standing it down here would make every insert
+        // and remove into an otherwise empty queue register and cancel it.
+        let wake = if state.is_ended() {
+            self.queue.waiting.take()
+        } else {
+            Vec::new()
+        };
         drop(state);
-        // The cancel after the lock: if the callback is running already, it waits for
-        // the queue's lock and then finds the slot empty.
-        let Item { value, timing, .. } = item;
-        quietly(|| drop(timing));
         wake.into_iter().for_each(Waker::wake);
         Some(value)
     }
 
     /// Moves the deadline of the value `key` names to `timeout` from now, earlier or
-    /// later, in place. O(1). Returns `false` (and changes nothing) if it expired, was
-    /// removed or was cleared.
+    /// later, in place, whether its deadline has passed or not, as long as no consumer
+    /// took it. O(1). Returns `false` (and changes nothing) if a consumer took it, it
+    /// was removed or cleared, or the key is from another queue.
+    #[must_use = "`false` means nothing moved: the value was taken, removed or cleared"]
     pub fn reset(&self, key: &Key, timeout: Duration) -> bool {
-        self.reset_at(
-            key,
-            deadline_after(self.queue.timer.shared().now(), timeout),
-        )
+        let shared = self.queue.timer.shared();
+        let now = shared.now();
+        let offset = shared.clock.offset_after(now, timeout);
+        self.queue.reset(key, offset, Some(now))
     }
 
     /// Moves the deadline of the value `key` names to `when`; see
-    /// [`reset`](DelayQueue::reset). A `when` already past expires it on the timer's
-    /// next tick.
+    /// [`reset`](DelayQueue::reset). A `when` already past makes it ready at the next
+    /// poll.
+    #[must_use = "`false` means nothing moved: the value was taken, removed or cleared"]
     pub fn reset_at(&self, key: &Key, when: Instant) -> bool {
-        let mut state = lock(&self.queue.state);
-        let State {
-            pending, fallback, ..
-        } = &mut *state;
-        let Some(item) = slot(pending, key) else {
-            return false;
-        };
-        let stopped = match &item.timing {
-            // Under the queue's lock, so that a `remove` cannot drop the handle
-            // meanwhile.
-            Timing::Wheel(timer) if timer.reset_at(when) => return true,
-            // Not moved: the callback is taking the value out (or is waiting for this
-            // lock to), or the timer's shutdown or loss took it from the wheel.
-            Timing::Wheel(timer) if !self.queue.timer.is_shutdown() || timer.is_expired() => {
-                return false;
-            }
-            Timing::Wheel(_) => Some(std::mem::replace(&mut item.timing, Timing::Fallback(when))),
-            Timing::Fallback(deadline) => {
-                fallback.remove(&(*deadline, key.serial, key.index));
-                item.timing = Timing::Fallback(when);
-                None
-            }
-        };
-        fallback.insert((when, key.serial, key.index));
-        let wake = state.rearm(self.queue.timer.is_shutdown());
-        drop(state);
-        quietly(|| drop(stopped));
-        wake.into_iter().for_each(Waker::wake);
-        true
+        let offset = self.queue.timer.shared().clock.offset_of(when);
+        self.queue.reset(key, offset, None)
     }
 
-    /// The deadline of the value `key` names, if it is still pending.
+    /// The deadline of the value `key` names, while the queue holds it (its deadline
+    /// passed or not).
+    ///
+    /// Exactly the instant it was given, unless that lies beyond the end of the
+    /// timer's range (2^44 quarter ticks from the timer's creation: 139 years at a 1 ms
+    /// tick, 292 years from a 2.2 ms tick on): such deadlines saturate there, as every
+    /// timer's do ([`Sleep::deadline`]), and this reports the saturated instant, which
+    /// the value never comes out before. A `Duration::MAX` timeout saturates sooner,
+    /// at about 30 years from now.
     pub fn deadline(&self, key: &Key) -> Option<Instant> {
-        lock(&self.queue.state)
-            .get(key)
-            .map(|item| item.timing.deadline())
-    }
-
-    /// How many values the queue holds: pending, or expired and not yet taken.
-    pub fn len(&self) -> usize {
         let state = lock(&self.queue.state);
-        state.pending.len() + state.expired.len()
+        let (_, _, item) = state.get(key)?;
+        Some(state.clock.instant_at(item.deadline))
     }
 
-    /// Whether the queue holds no value, pending or expired. (An empty queue is not
-    /// finished: its consumers wait for values inserted later.)
+    /// The key of the value that comes out next: one whose deadline has passed first
+    /// (in deadline order), else the one with the earliest deadline; `None` if the
+    /// queue is empty. Of several whose deadlines fall in one step (a quarter tick), any.
+    pub fn peek(&self) -> Option<Key> {
+        let state = lock(&self.queue.state);
+        let (key, _, item) = state.wheel.first()?;
+        Some(Key {
+            index: key.index(),
+            serial: item.serial,
+        })
+    }
+
+    /// How many values the queue holds: pending, or due and not yet taken.
+    pub fn len(&self) -> usize {
+        lock(&self.queue.state).wheel.len()
+    }
+
+    /// Whether the queue holds no value. (An empty queue is not finished: its
+    /// consumers wait for values inserted later.)
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Removes every value, pending or expired; their keys become inert.
+    /// How many values the queue holds before it allocates again.
+    pub fn capacity(&self) -> usize {
+        lock(&self.queue.state).wheel.capacity()
+    }
+
+    /// Makes room for at least `additional` more values than the queue holds.
+    ///
+    /// # Panics
+    ///
+    /// If the room needed overflows `usize`, as a `Vec`'s `reserve` does.
+    pub fn reserve(&self, additional: usize) {
+        lock(&self.queue.state).wheel.reserve(additional);
+    }
+
+    /// Gives back the room past the last value held. Values never move (their keys
+    /// stay valid), so room among them is kept, and taken by the next inserts.
+    pub fn shrink_to_fit(&self) {
+        lock(&self.queue.state).wheel.shrink_to_fit();
+    }
+
+    /// Removes every value, pending or due; their keys become inert. The queue keeps
+    /// its room ([`capacity`](DelayQueue::capacity)).
     pub fn clear(&self) {
         let mut state = lock(&self.queue.state);
-        let pending = std::mem::take(&mut state.pending);
-        let expired = std::mem::take(&mut state.expired);
-        state.fallback.clear();
-        let mut wake = state.if_ended();
-        if wake.is_empty() {
-            wake = state.rearm(false);
-        }
+        let values = state.wheel.take_all();
+        let idle = state.stand_down_if_empty();
+        let wake = if state.is_ended() {
+            self.queue.waiting.take()
+        } else {
+            Vec::new()
+        };
         drop(state);
+        drop(idle);
         // Woken first: a value's `Drop` may panic, and the consumers are out of
-        // `waiting` already. Values dropped and timers cancelled after the lock.
+        // `waiting` already. Values dropped after the lock.
         wake.into_iter().for_each(Waker::wake);
-        quietly(|| drop((pending, expired)));
+        drop(values);
     }
 
     /// Closes the queue: consumers get `None` once nothing is left in it (after taking
@@ -454,7 +461,7 @@ impl<T> DelayQueue<T> {
     pub fn close(&self) {
         let mut state = lock(&self.queue.state);
         state.closed = true;
-        let waiting = std::mem::take(&mut state.waiting);
+        let waiting = self.queue.waiting.take();
         drop(state);
         waiting.into_iter().for_each(Waker::wake);
     }
@@ -464,279 +471,262 @@ impl<T> DelayQueue<T> {
         lock(&self.queue.state).closed
     }
 
-    /// Takes the next expired value: `Ready(Some(_))` with it, `Pending` (waking the
-    /// task when a value expires or the queue closes) if there is none yet, and
-    /// `Ready(None)` once the queue is closed and empty.
+    /// Takes the next value whose deadline has passed: `Ready(Some(_))` with it,
+    /// `Pending` (waking the task when a value expires or the queue closes) if there
+    /// is none yet, and `Ready(None)` once the queue is closed and empty.
+    ///
+    /// A task that waits is registered under this handle until it is woken, or the
+    /// handle is dropped; [`next_expired`](DelayQueue::next_expired) registers under
+    /// its future instead.
     pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
-        let shut = self.queue.timer.is_shutdown();
-        let mut state = lock(&self.queue.state);
-        if state.fallback_may_come_first() {
-            drop(state);
-            if let Some(expired) = self.aim_sleep(shut) {
-                return Poll::Ready(Some(expired));
-            }
-            state = lock(&self.queue.state);
+        let polled = self.queue.poll_expired(self.owner, cx);
+        if polled.is_pending() && !self.registered.load(Ordering::Relaxed) {
+            self.registered.store(true, Ordering::Relaxed);
         }
-        if let Some(Due(expired)) = state.expired.pop() {
-            // The last value taken: the sleep, if armed, has nothing to wait for.
-            let idle = state.armed.is_some() && state.aim(shut).is_none();
-            drop(state);
-            if idle {
-                self.disarm(shut);
-            }
-            return Poll::Ready(Some(expired));
-        }
-        if state.is_ended() {
-            return Poll::Ready(None);
-        }
-        let waker = cx.waker();
-        if !state.waiting.iter().any(|w| w.will_wake(waker)) {
-            state.waiting.push(waker.clone());
-        }
-        let stopped = if shut { state.stop_wheel() } else { Vec::new() };
-        let aimed = state.armed == state.aim(shut);
-        drop(state);
-        quietly(|| drop(stopped));
-        if aimed {
-            return Poll::Pending;
-        }
-        match self.aim_sleep(shut) {
-            Some(expired) => Poll::Ready(Some(expired)),
-            None => Poll::Pending,
-        }
+        polled
     }
 
-    /// Drops the queue's sleep if it still has nothing to wait for. Unlike
-    /// [`aim_sleep`](DelayQueue::aim_sleep) it never expires a value, so a consumer
-    /// that already took one loses none: a value the fallback got meanwhile waits for
-    /// the next consumer (its insert woke those waiting).
-    #[cold]
-    fn disarm(&self, shut: bool) {
-        let mut sleep = self.queue.lock_sleep();
-        let mut state = lock(&self.queue.state);
-        if state.aim(shut).is_some() {
-            return;
-        }
-        state.armed = None;
-        drop(state);
-        let idle = sleep.take();
-        drop(sleep);
-        drop(idle);
-    }
-
-    /// Aims the queue's sleep where [`State::aim`] says, and polls it with
-    /// `wake_all`; or drops it, if nothing is to be waited for. Returns a value the
-    /// fallback expired if the sleep had fired. The consumer polling is among
-    /// `waiting`, or has an expired value to take if this returns none.
-    #[cold]
-    fn aim_sleep(&self, shut: bool) -> Option<Expired<T>> {
-        let mut sleep = self.queue.lock_sleep();
-        // Bounded: a round ends `Pending` unless its sleep had fired, which a fresh
-        // sleep (a far one, or at the fallback's new first deadline) seldom has.
-        for _ in 0..3 {
-            let mut state = lock(&self.queue.state);
-            let aim = state.aim(shut);
-            let aimed = state.armed == aim;
-            state.armed = aim;
-            drop(state);
-            let Some(aim) = aim else {
-                let idle = sleep.take();
-                drop(sleep);
-                drop(idle);
-                return None;
-            };
-            if aimed && sleep.is_some() {
-                return None;
-            }
-            if sleep.as_ref().is_none_or(|(at, _)| *at != aim) {
-                let timer = &self.queue.timer;
-                let fresh = match aim {
-                    Aim::Stop => timer.sleep(Duration::MAX),
-                    Aim::Due(deadline) => timer.sleep_until(deadline),
-                };
-                *sleep = Some((aim, fresh));
-            }
-            let (_, current) = sleep.as_mut().expect("aimed above");
-            let mut cx = Context::from_waker(&self.queue.wake_all);
-            if Pin::new(current).poll(&mut cx).is_pending() {
-                if !shut && self.queue.timer.is_shutdown() {
-                    // Shut down before the sleep registered: no drain woke it, and the
-                    // wheel's values must move to the fallback.
-                    self.queue.wake_all.wake_by_ref();
-                }
-                return None;
-            }
-            let mut state = lock(&self.queue.state);
-            if state.armed == Some(aim) {
-                state.armed = None;
-            }
-            let Aim::Due(through) = aim else {
-                // Its far deadline reached (a paused clock jumped there): a fresh one.
-                drop(state);
-                let fired = sleep.take();
-                drop(fired);
-                continue;
-            };
-            let wake = state.expire_fallback(through);
-            let first = state.expired.pop().map(|Due(expired)| expired);
-            drop(state);
-            drop(sleep);
-            wake.into_iter().for_each(Waker::wake);
-            if first.is_some() {
-                return first;
-            }
-            // Its first deadline was removed or reset meanwhile: aim again.
-            sleep = self.queue.lock_sleep();
-        }
-        drop(sleep);
-        self.queue.wake_all.wake_by_ref();
-        None
-    }
-
-    /// Waits for the next expired value; `None` once the queue is closed and empty. See
-    /// [`poll_expired`](DelayQueue::poll_expired).
+    /// Waits for the next value whose deadline has passed; `None` once the queue is
+    /// closed and empty. See [`poll_expired`](DelayQueue::poll_expired).
     ///
     /// # Cancellation
     ///
-    /// Cancel-safe: a value is taken only when this completes.
-    pub async fn next_expired(&self) -> Option<Expired<T>> {
-        std::future::poll_fn(|cx| self.poll_expired(cx)).await
-    }
-}
-
-/// A value's callback: expires the value when it runs, the wheel having reached its
-/// deadline, or the user running the [`Unfired`](crate::Unfired) that
-/// [`Timer::shutdown`] returned it as ("expire it now"). Dropped unrun (such an
-/// `Unfired` dropped), it moves the value to the queue's fallback, which still times
-/// it, so that the value is neither stranded nor early. The queue's own drops of it (a
-/// remove, a clear, a refused insert) are quiet: the value is gone or was never in,
-/// and the check would take the queue's lock.
-struct Expiry<T> {
-    /// Empty once the callback has run.
-    queue: Weak<Queue<T>>,
-    key: Key,
-}
-
-impl<T> Expiry<T> {
-    /// The callback's body.
-    fn expire(mut self) {
-        let queue = std::mem::take(&mut self.queue);
-        Queue::expire(&queue, self.key);
-    }
-}
-
-impl<T> Drop for Expiry<T> {
-    fn drop(&mut self) {
-        if !QUIET.with(Cell::get) {
-            Queue::unfired(&self.queue, self.key);
+    /// Cancel-safe: a value is taken only when the future completes, and a future
+    /// dropped while it waits (a `select!`, a `timeout`) leaves nothing behind.
+    pub fn next_expired(&self) -> NextExpired<'_, T> {
+        NextExpired {
+            queue: &self.queue,
+            owner: None,
         }
     }
-}
-
-thread_local! {
-    /// Set while this thread drops callbacks the queue itself took out of the timer.
-    static QUIET: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Runs `f` with [`QUIET`] set: callbacks it drops on this thread do nothing.
-fn quietly<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            QUIET.with(|quiet| quiet.set(self.0));
-        }
-    }
-    let _restore = Restore(QUIET.with(|quiet| quiet.replace(true)));
-    f()
 }
 
 impl<T> Queue<T> {
-    /// Takes the lock of the queue's sleep: before `state`'s, never while holding it.
-    fn lock_sleep(&self) -> MutexGuard<'_, Option<(Aim, Sleep)>> {
-        // No user code runs under it but the queue's own waker's clone and drop.
-        self.sleep.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The callback of the value `key` names ran: moves the value to the expired list
-    /// and wakes the consumers, unless it was removed (or the queue dropped) meanwhile.
-    fn expire(queue: &Weak<Queue<T>>, key: Key) {
-        let Some(queue) = queue.upgrade() else {
-            return;
+    fn try_insert(&self, value: T, offset: i64, now: Instant) -> Result<Key, TryInsertError<T>> {
+        let error = if self.timer.is_shutdown() {
+            Some(Error::Shutdown)
+        } else {
+            let clock = &self.timer.shared().clock;
+            (clock.step_now(now) >= clock.last_step()).then_some(Error::OutOfRange)
         };
-        let mut state = lock(&queue.state);
-        let Some(item) = state.take(&key) else {
-            return;
-        };
-        let Item { value, timing, .. } = item;
-        let waiting = state.push_expired(Expired {
-            value,
-            key,
-            deadline: timing.deadline(),
-        });
-        drop(state);
-        if let Timing::Wheel(timer) = timing {
-            // Its callback is this one, running: nothing to cancel.
-            timer.drop_from_callback();
+        match error {
+            Some(error) => Err(TryInsertError { error, value }),
+            None => self.insert(value, offset, Some(now)),
         }
-        waiting.into_iter().for_each(Waker::wake);
     }
 
-    /// The callback of the value `key` names was dropped unrun: the fallback times the
-    /// value from now on.
-    #[cold]
-    fn unfired(queue: &Weak<Queue<T>>, key: Key) {
-        let Some(queue) = queue.upgrade() else {
-            return;
+    /// Inserts `value` due at `offset` on the timer's clock (`now` there, if the
+    /// caller has read it).
+    fn insert(
+        &self,
+        value: T,
+        offset: i64,
+        now: Option<Instant>,
+    ) -> Result<Key, TryInsertError<T>> {
+        let step = self.timer.shared().clock.step_at_offset(offset);
+        let mut state = lock(&self.state);
+        let serial = state.next_serial;
+        let item = Item {
+            value,
+            serial,
+            deadline: offset,
         };
-        let shut = queue.timer.is_shutdown();
-        let mut state = lock(&queue.state);
-        let State {
-            pending, fallback, ..
-        } = &mut *state;
-        let Some(item) = slot(pending, &key) else {
-            return;
+        let (key, due) = match state.wheel.insert_or_due(step, item) {
+            Ok(inserted) => inserted,
+            Err((item, InsertError::Full | InsertError::Elapsed)) => {
+                return Err(TryInsertError {
+                    error: Error::AtCapacity {
+                        max: crate::wheel::MAX_ENTRIES,
+                    },
+                    value: item.value,
+                });
+            }
         };
-        let Timing::Wheel(timer) = &item.timing else {
-            return;
-        };
-        let deadline = timer.deadline();
-        let stopped = std::mem::replace(&mut item.timing, Timing::Fallback(deadline));
-        fallback.insert((deadline, key.serial, key.index));
-        let waiting = state.rearm(shut);
+        state.next_serial = serial.wrapping_add(1);
+        let (wake, replaced) = self.see_to_consumers(&mut state, step, offset, due, now);
         drop(state);
-        quietly(|| drop(stopped));
-        waiting.into_iter().for_each(Waker::wake);
+        drop(replaced);
+        wake.into_iter().for_each(Waker::wake);
+        Ok(Key {
+            index: key.index(),
+            serial,
+        })
+    }
+
+    fn reset(&self, key: &Key, offset: i64, now: Option<Instant>) -> bool {
+        let to = self.timer.shared().clock.step_at_offset(offset);
+        let mut state = lock(&self.state);
+        let Some((wheel_key, step, _)) = state.get(key) else {
+            return false;
+        };
+        let Some(due) = state.wheel.move_any(wheel_key, step, to) else {
+            return false;
+        };
+        if let Some(item) = state.wheel.get_mut(wheel_key, to) {
+            item.deadline = offset;
+        }
+        let (wake, replaced) = self.see_to_consumers(&mut state, to, offset, due, now);
+        drop(state);
+        drop(replaced);
+        wake.into_iter().for_each(Waker::wake);
+        true
+    }
+
+    /// A value was just inserted, or moved, to `step` (`deadline` on the timer's
+    /// clock, read at `now` if the caller did), `due` if the wheel has processed that
+    /// step. Consumers waiting for that step or a later one are woken if the value is
+    /// due, by the wheel or by the clock; otherwise, if they wait for a later step, the
+    /// sleep moves to it. Returns the consumers to wake and the sleep replaced, for
+    /// after the lock.
+    #[inline]
+    fn see_to_consumers(
+        &self,
+        state: &mut State<T>,
+        step: u64,
+        deadline: i64,
+        due: bool,
+        now: Option<Instant>,
+    ) -> (Vec<Waker>, Option<Sleep>) {
+        let Some(armed) = state.armed.filter(|&armed| step <= armed) else {
+            return (Vec::new(), None);
+        };
+        if !self.waiting.any() {
+            return (Vec::new(), None);
+        }
+        let shared = self.timer.shared();
+        if due
+            || deadline
+                <= shared
+                    .clock
+                    .unclamped_offset_of(now.unwrap_or_else(|| shared.now()))
+        {
+            return (self.waiting.take(), None);
+        }
+        if step == armed {
+            return (Vec::new(), None);
+        }
+        let timer = &self.timer;
+        match state.aim_at(step, |at| timer.sleep_until(at), &self.wake_all) {
+            (Aimed::Waiting, replaced) => (Vec::new(), replaced),
+            (Aimed::Fired(_), replaced) => (self.waiting.take(), replaced),
+        }
+    }
+
+    /// Takes the next due value, or registers `cx`'s waker under `owner`.
+    fn poll_expired(&self, owner: u64, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        let mut state = lock(&self.state);
+        if let Some(expired) = state.pop() {
+            return self.taken(state, expired);
+        }
+        let shared = self.timer.shared();
+        let timer = &self.timer;
+        let mut fired = None;
+        // Bounded: each round moves the wheel on, or ends `Pending`; a far value takes
+        // a round for each level it moves down through when the driver is ahead.
+        for _ in 0..8 {
+            let now = shared.now();
+            let through = shared.clock.step_now(now).max(fired.unwrap_or(0));
+            state.catch_up(through, shared.clock.unclamped_offset_of(now));
+            if let Some(expired) = state.pop() {
+                return self.taken(state, expired);
+            }
+            if state.is_ended() {
+                return Poll::Ready(None);
+            }
+            self.waiting.register(owner, cx.waker());
+            let (aimed, replaced) = state.aim(|at| timer.sleep_until(at), &self.wake_all);
+            match aimed {
+                Aimed::Waiting => {
+                    drop(state);
+                    drop(replaced);
+                    return Poll::Pending;
+                }
+                Aimed::Fired(step) => {
+                    // Not waiting after all: the next round takes what is due, or
+                    // registers again.
+                    self.waiting.unregister(owner, cx.waker());
+                    drop(replaced);
+                    fired = Some(step);
+                }
+            }
+        }
+        drop(state);
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// A consumer took `expired`: the sleep stands down if nothing is left to time.
+    fn taken(
+        &self,
+        mut state: crate::sync::MutexGuard<'_, State<T>>,
+        expired: Expired<T>,
+    ) -> Poll<Option<Expired<T>>> {
+        let idle = state.stand_down_if_empty();
+        drop(state);
+        drop(idle);
+        Poll::Ready(Some(expired))
     }
 }
 
-/// The waker of the queue's sleep: the sleep woke (it fired, or its timer drained it
-/// at shutdown or loss), so it is no longer armed, and every consumer waiting polls
-/// again (one aims it anew).
-struct WakeAll<T> {
-    queue: Weak<Queue<T>>,
+/// The future of [`DelayQueue::next_expired`]: the next value whose deadline has
+/// passed, or `None` once the queue is closed and empty.
+///
+/// # Cancellation
+///
+/// Dropped while it waits, it leaves nothing behind: its registration among the
+/// consumers waiting goes with it.
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct NextExpired<'a, T> {
+    queue: &'a Arc<Queue<T>>,
+    /// Its registration among the consumers waiting, once it has waited.
+    owner: Option<u64>,
 }
 
-impl<T: Send + 'static> Wake for WakeAll<T> {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
+impl<T> Future for NextExpired<'_, T> {
+    type Output = Option<Expired<T>>;
 
-    fn wake_by_ref(self: &Arc<Self>) {
-        let Some(queue) = self.queue.upgrade() else {
-            return;
-        };
-        let mut state = lock(&queue.state);
-        state.armed = None;
-        let waiting = std::mem::take(&mut state.waiting);
-        drop(state);
-        waiting.into_iter().for_each(Waker::wake);
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let queue = this.queue;
+        let owner = *this.owner.get_or_insert_with(|| queue.waiting.owner());
+        let polled = queue.poll_expired(owner, cx);
+        if polled.is_ready() {
+            // Woken and taken, or never waited: nothing is left registered but, at
+            // most, a waker of an earlier poll that was not woken.
+            if let Some(owner) = this.owner.take() {
+                queue.waiting.forget(owner);
+            }
+        }
+        polled
+    }
+}
+
+impl<T> Drop for NextExpired<'_, T> {
+    fn drop(&mut self) {
+        if let Some(owner) = self.owner {
+            self.queue.waiting.forget(owner);
+        }
+    }
+}
+
+impl<T> fmt::Debug for NextExpired<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NextExpired")
+            .field("waiting", &self.owner.is_some())
+            .finish_non_exhaustive()
     }
 }
 
 impl<T> Clone for DelayQueue<T> {
     fn clone(&self) -> Self {
-        DelayQueue {
-            queue: self.queue.clone(),
+        DelayQueue::handle(self.queue.clone())
+    }
+}
+
+impl<T> Drop for DelayQueue<T> {
+    fn drop(&mut self) {
+        if *self.registered.get_mut() {
+            self.queue.waiting.forget(self.owner);
         }
     }
 }
@@ -755,10 +745,8 @@ impl<T> fmt::Debug for DelayQueue<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = lock(&self.queue.state);
         f.debug_struct("DelayQueue")
-            .field("pending", &state.pending.len())
-            .field("fallback", &state.fallback.len())
-            .field("expired", &state.expired.len())
-            .field("waiting", &state.waiting.len())
+            .field("len", &state.wheel.len())
+            .field("waiting", &self.queue.waiting.count())
             .field("closed", &state.closed)
             .field("timer", &self.queue.timer)
             .finish()
@@ -769,10 +757,9 @@ impl<T> fmt::Debug for DelayQueue<T> {
 mod tests {
     use super::*;
 
-    /// Under `cfg(test)` the wheel's generations wrap every three inserts, so the
-    /// callbacks of values removed here leave wheel keys whose index and generation a
-    /// later value's callback shares: the queue's serials, and the wheel's steps under
-    /// them, keep every stale key inert all the same.
+    /// Under `cfg(test)` the wheel's generations wrap every three inserts, so values
+    /// removed here leave wheel keys whose index and generation a later value shares:
+    /// the queue's serials keep every stale key inert all the same.
     #[tokio::test(start_paused = true)]
     async fn stale_keys_stay_inert_after_the_wheels_generations_wrap() {
         let timer = Timer::builder()
@@ -791,9 +778,19 @@ mod tests {
             assert_eq!(queue.remove(&key), Some(i));
             stale.push(key);
         }
-        assert_eq!(timer.pending(), 1);
         let expired = queue.next_expired().await.unwrap();
         assert_eq!((expired.key(), expired.into_inner()), (keep, u32::MAX));
         assert!(queue.is_empty());
+        assert_eq!(timer.pending(), 0, "the queue's sleep stood down");
+    }
+
+    /// A `u64` value takes 40 bytes of the wheel's storage: the value, its serial and
+    /// deadline, the wheel's links and step (whose niche holds the slab's tag, as
+    /// `Option`'s here).
+    #[test]
+    fn a_u64_value_takes_40_bytes() {
+        type Stored = crate::wheel::Entry<Item<u64>>;
+        assert_eq!(std::mem::size_of::<Stored>(), 40);
+        assert_eq!(std::mem::size_of::<Option<Stored>>(), 40);
     }
 }

@@ -1,77 +1,60 @@
-//! The state of a [`DelayQueue`](crate::DelayQueue) under its lock: the pending
-//! values and what times each (the wheel, or the queue's fallback), the expired ones,
-//! the consumers waiting, and what the queue's sleep waits for.
+//! The state of a [`DelayQueue`](crate::DelayQueue) under its lock: its values in a
+//! wheel of its own, by the step of their deadlines on the timer's clock, and the one
+//! [`Sleep`] the queue keeps on the timer for the earliest of them.
 //!
-//! Bookkeeping only: its methods wake nothing and drop no callback, but return the
-//! wakers to wake and the handles to drop once the lock is released.
+//! Bookkeeping only: its methods wake nothing and drop no value; the queue wakes and
+//! drops after the lock.
 
-use std::collections::{BTreeSet, BinaryHeap};
+use std::future::Future as _;
+use std::pin::Pin;
 use std::sync::PoisonError;
-use std::task::Waker;
+use std::task::{Context, Poll, Waker};
 
-use slab::Slab;
-use tokio::time::Instant;
-
-use super::expired::{Due, Expired, Key};
+use super::expired::{Expired, Key};
+use crate::clock::Clock;
 use crate::sync::{Mutex, MutexGuard};
-use crate::Scheduled;
+use crate::wheel::{self, Wheel};
+use crate::Sleep;
+
+/// Values a consumer's poll moves to the due list at most, beyond the step it is in,
+/// before it takes one: the lock is held for a bounded time however long the backlog.
+const DUE_BATCH: usize = 1024;
+
+/// `State::armed` while consumers wait on a queue with nothing pending: any value
+/// inserted then is earlier than what the sleep waits for.
+pub(super) const IDLE: u64 = u64::MAX;
+
+/// A value in the queue's wheel.
+pub(super) struct Item<T> {
+    pub(super) value: T,
+    /// The serial its [`Key`] carries: never reused, so a stale key is inert.
+    pub(super) serial: u64,
+    /// Its deadline, as an offset on the timer's clock ([`Clock::offset_of`]):
+    /// saturated at the end of the wheel's range, as every timer's is, so that the
+    /// deadline the queue reports is the one that times the value.
+    pub(super) deadline: i64,
+}
 
 pub(super) struct State<T> {
-    /// Values whose deadlines have not passed, each with what times it.
-    pub(super) pending: Slab<Item<T>>,
-    /// The values of `pending` the wheel cannot time (refused by the timer, their
-    /// callback dropped unrun, or their timer shut down or lost), by deadline, then
-    /// serial: `(deadline, serial, index)`. The queue's sleep times the first.
-    pub(super) fallback: BTreeSet<(Instant, u64, usize)>,
+    /// Every value the queue holds, at the step of its deadline: pending in the
+    /// levels; due in the due list once a consumer's poll found its deadline passed,
+    /// until a consumer takes it (or `remove` does). The wheel's steps are the timer's.
+    pub(super) wheel: Wheel<Item<T>>,
+    /// The timer's clock.
+    pub(super) clock: Clock,
     /// The serial of the next value inserted: not reused within 2^64 inserts, so stale
     /// keys stay inert; starting where no other queue's serials are.
     pub(super) next_serial: u64,
-    /// Values whose deadlines passed, earliest deadline first (then first inserted),
-    /// waiting for a consumer. A heap, not a list: callbacks of different shards, or
-    /// a value reset into the past, expire out of deadline order, and a sorted insert
-    /// into a long backlog would scan it under the lock.
-    pub(super) expired: BinaryHeap<Due<T>>,
-    /// Consumers waiting for a value (or for the close), one waker per task.
-    pub(super) waiting: Vec<Waker>,
-    /// What the queue's sleep is registered for, with `wake_all`, and has not woken
-    /// since: consumers that would aim it there have nothing to do.
-    pub(super) armed: Option<Aim>,
+    /// The queue's sleep on the timer, registered with the waker that wakes every
+    /// consumer waiting, at `armed`.
+    pub(super) sleep: Option<Sleep>,
+    /// While consumers wait: the step the sleep is registered for (at or before every
+    /// pending value's), or [`IDLE`] if nothing was pending. An insert or reset
+    /// earlier than it sees to the sleep itself. Stale once the sleep woke: its
+    /// wake took every consumer waiting, and each that waits again polls or aims it
+    /// anew first.
+    pub(super) armed: Option<u64>,
     pub(super) closed: bool,
-}
-
-/// What the queue's sleep waits for, while a consumer waits.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum Aim {
-    /// The timer's shutdown or loss: a far deadline, which the timer wakes early when
-    /// it drains its futures, so that consumers move the values its wheel no longer
-    /// times to the fallback.
-    Stop,
-    /// The first deadline of the fallback.
-    Due(Instant),
-}
-
-pub(super) struct Item<T> {
-    pub(super) value: T,
-    pub(super) serial: u64,
-    pub(super) timing: Timing,
-}
-
-/// What times a pending value.
-pub(super) enum Timing {
-    /// Its callback on the timer's wheel; the handle cancels it when dropped (always
-    /// after the queue's lock).
-    Wheel(Scheduled),
-    /// The queue's sleep, in `State::fallback` at this deadline.
-    Fallback(Instant),
-}
-
-impl Timing {
-    pub(super) fn deadline(&self) -> Instant {
-        match self {
-            Timing::Wheel(timer) => timer.deadline(),
-            Timing::Fallback(deadline) => *deadline,
-        }
-    }
 }
 
 pub(super) fn lock<T>(state: &Mutex<State<T>>) -> MutexGuard<'_, State<T>> {
@@ -79,132 +62,109 @@ pub(super) fn lock<T>(state: &Mutex<State<T>>) -> MutexGuard<'_, State<T>> {
     state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The item `key` names in `pending`, if it is still there.
-pub(super) fn slot<'a, T>(pending: &'a mut Slab<Item<T>>, key: &Key) -> Option<&'a mut Item<T>> {
-    pending
-        .get_mut(key.index)
-        .filter(|item| item.serial == key.serial)
+/// What aiming the sleep found.
+pub(super) enum Aimed {
+    /// It waits; the consumers registered are woken when it fires.
+    Waiting,
+    /// Its step is processed already: the values there are due.
+    Fired(u64),
 }
 
 impl<T> State<T> {
-    pub(super) fn get(&self, key: &Key) -> Option<&Item<T>> {
-        self.pending
-            .get(key.index)
-            .filter(|item| item.serial == key.serial)
+    /// The value `key` names, with the wheel's key and step for it.
+    pub(super) fn get(&self, key: &Key) -> Option<(wheel::Key, u64, &Item<T>)> {
+        self.wheel
+            .at(key.index)
+            .filter(|(_, _, item)| item.serial == key.serial)
     }
 
-    pub(super) fn take(&mut self, key: &Key) -> Option<Item<T>> {
-        let item = self.get(key)?;
-        if let Timing::Fallback(deadline) = item.timing {
-            self.fallback.remove(&(deadline, key.serial, key.index));
-        }
-        Some(self.pending.remove(key.index))
-    }
-
-    /// Whether consumers get `None`: closed, and nothing left to take or to expire.
+    /// Whether consumers get `None`: closed, and nothing left.
     pub(super) fn is_ended(&self) -> bool {
-        self.closed && self.pending.is_empty() && self.expired.is_empty()
+        self.closed && self.wheel.len() == 0
     }
 
-    /// The consumers to wake because a removal just ended the queue (they wait for a
-    /// value that will now never come, and must see the end).
-    pub(super) fn if_ended(&mut self) -> Vec<Waker> {
-        if self.is_ended() {
-            std::mem::take(&mut self.waiting)
-        } else {
-            Vec::new()
+    /// Moves the values due by `through` (a processed step of the timer's clock) and
+    /// those of the step after it whose deadlines are at or before `now` (an offset on
+    /// that clock) to the due list, at most a [`DUE_BATCH`] beyond one step's worth.
+    pub(super) fn catch_up(&mut self, through: u64, now: i64) {
+        if self.wheel.advance_due(through, DUE_BATCH) && !self.wheel.has_due() {
+            // Due means ready: a deadline that has passed, in a step that has not.
+            self.wheel.due_from_cursor(|item| item.deadline <= now);
         }
     }
 
-    /// Adds an expired value; returns the consumers to wake.
-    pub(super) fn push_expired(&mut self, expired: Expired<T>) -> Vec<Waker> {
-        self.expired.push(Due(expired));
-        std::mem::take(&mut self.waiting)
+    /// Takes the first due value.
+    pub(super) fn pop(&mut self) -> Option<Expired<T>> {
+        let (key, item) = self.wheel.pop_due()?;
+        Some(Expired {
+            value: item.value,
+            key: Key {
+                index: key.index(),
+                serial: item.serial,
+            },
+            deadline: self.clock.instant_at(item.deadline),
+        })
     }
 
-    /// Whether the fallback's first deadline comes before the first expired value's:
-    /// it may have passed too, unseen while no consumer polled the queue's sleep, and
-    /// then comes out first (the sleep says).
-    pub(super) fn fallback_may_come_first(&self) -> bool {
-        match (self.fallback.first(), self.expired.peek()) {
-            (Some(&(deadline, ..)), Some(Due(first))) => deadline < first.deadline,
-            _ => false,
+    /// Stands the sleep down if nothing is left to time: it would only wake the
+    /// consumers for nothing, and holds an entry in the timer. Consumers still
+    /// waiting then wait for an insert.
+    pub(super) fn stand_down_if_empty(&mut self) -> Option<Sleep> {
+        if self.wheel.len() != 0 || self.sleep.is_none() {
+            return None;
         }
+        self.armed = Some(IDLE);
+        self.sleep.take()
     }
 
-    /// What the queue's sleep must wait for while consumers wait: the fallback's
-    /// first deadline; else, while the wheel times values, the timer's shutdown or
-    /// loss; else nothing.
-    pub(super) fn aim(&self, shut: bool) -> Option<Aim> {
-        if let Some(&(deadline, ..)) = self.fallback.first() {
-            Some(Aim::Due(deadline))
-        } else if !shut && !self.pending.is_empty() {
-            Some(Aim::Stop)
-        } else {
-            None
-        }
-    }
-
-    /// The consumers to wake because what the queue's sleep must wait for changed:
-    /// woken, one of them aims it again.
-    pub(super) fn rearm(&mut self, shut: bool) -> Vec<Waker> {
-        if self.waiting.is_empty() || self.armed == self.aim(shut) {
-            Vec::new()
-        } else {
-            std::mem::take(&mut self.waiting)
-        }
-    }
-
-    /// The timer is shut down or lost: moves the values its wheel held to the
-    /// fallback, but for those whose callback has run or is about to (it takes them
-    /// out, or, returned unrun by `shutdown`, moves them when dropped). Returns their
-    /// callbacks' handles, to drop after the lock.
-    #[cold]
-    pub(super) fn stop_wheel(&mut self) -> Vec<Scheduled> {
-        let mut stopped = Vec::new();
-        if self.pending.len() == self.fallback.len() {
-            return stopped;
-        }
-        for (index, item) in self.pending.iter_mut() {
-            let Timing::Wheel(timer) = &item.timing else {
-                continue;
-            };
-            if timer.is_expired() {
-                continue;
+    /// Sees that the sleep waits, with `wake_all`, at the step of the earliest pending
+    /// value (or where the wheel next moves values down a level): polls it if it is
+    /// aimed there already (a sleep that fired says so; one a shutdown drained is
+    /// registered with its fallback), and aims a fresh one otherwise. Nothing pending:
+    /// no sleep. Returns the sleep it replaced, to drop after the lock.
+    pub(super) fn aim(
+        &mut self,
+        sleep_until: impl FnOnce(tokio::time::Instant) -> Sleep,
+        wake_all: &Waker,
+    ) -> (Aimed, Option<Sleep>) {
+        let Some(step) = self.wheel.next_expiration() else {
+            self.armed = Some(IDLE);
+            return (Aimed::Waiting, self.sleep.take());
+        };
+        match &mut self.sleep {
+            Some(sleep) if self.armed == Some(step) => {
+                let mut cx = Context::from_waker(wake_all);
+                match Pin::new(sleep).poll(&mut cx) {
+                    Poll::Pending => (Aimed::Waiting, None),
+                    Poll::Ready(()) => {
+                        self.armed = None;
+                        (Aimed::Fired(step), self.sleep.take())
+                    }
+                }
             }
-            let deadline = timer.deadline();
-            self.fallback.insert((deadline, item.serial, index));
-            if let Timing::Wheel(timer) =
-                std::mem::replace(&mut item.timing, Timing::Fallback(deadline))
-            {
-                stopped.push(timer);
-            }
+            _ => self.aim_at(step, sleep_until, wake_all),
         }
-        stopped
     }
 
-    /// Moves the values of the fallback due `through` to the expired ones; returns the
-    /// consumers to wake, if it moved any.
-    pub(super) fn expire_fallback(&mut self, through: Instant) -> Vec<Waker> {
-        let mut moved = false;
-        while let Some(&(deadline, serial, index)) = self.fallback.first() {
-            if deadline > through {
-                break;
-            }
-            self.fallback.pop_first();
-            let item = self.pending.remove(index);
-            debug_assert_eq!(item.serial, serial, "the fallback names pending values");
-            self.expired.push(Due(Expired {
-                value: item.value,
-                key: Key { index, serial },
-                deadline,
-            }));
-            moved = true;
-        }
-        if moved {
-            std::mem::take(&mut self.waiting)
+    /// Registers a fresh sleep at `step`, with `wake_all`. Fresh rather than moved: a
+    /// `Sleep` moved to a step the driver has processed wakes its waker on the spot,
+    /// under this lock; a fresh one finds it due instead.
+    pub(super) fn aim_at(
+        &mut self,
+        step: u64,
+        sleep_until: impl FnOnce(tokio::time::Instant) -> Sleep,
+        wake_all: &Waker,
+    ) -> (Aimed, Option<Sleep>) {
+        let mut sleep = sleep_until(self.clock.step_end(step));
+        let ready = Pin::new(&mut sleep)
+            .poll(&mut Context::from_waker(wake_all))
+            .is_ready();
+        if ready {
+            self.armed = None;
+            (Aimed::Fired(step), self.sleep.take())
         } else {
-            Vec::new()
+            self.armed = Some(step);
+            (Aimed::Waiting, self.sleep.replace(sleep))
         }
     }
 }

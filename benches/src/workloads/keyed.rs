@@ -97,7 +97,38 @@ impl<Q: Keyed> KeyedU64 for Q {
     }
 }
 
-/// ns per insert + remove, with `pending` other values in the queue.
+/// How long the values of the insert + remove workloads wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timeouts {
+    /// Every value 30 s: a new value is never the earliest of those pending.
+    Fixed,
+    /// 1 ms to 60 s, spread by a multiplicative hash of the value's number: among
+    /// 10 000 pending, a new value is now and then the earliest.
+    Varied,
+}
+
+impl Timeouts {
+    pub const ALL: [Timeouts; 2] = [Timeouts::Fixed, Timeouts::Varied];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Timeouts::Fixed => "fixed 30 s timeout",
+            Timeouts::Varied => "varied 1 ms–60 s timeout",
+        }
+    }
+
+    fn of(self, i: u64) -> Duration {
+        match self {
+            Timeouts::Fixed => Duration::from_secs(30),
+            Timeouts::Varied => Duration::from_millis(1 + i.wrapping_mul(7919) % 60_000),
+        }
+    }
+}
+
+/// ns per insert + remove, with `pending` other values in the queue: the workload
+/// `compare keyed` ran before it measured both owners (pending values at 60 s, each
+/// new value 0–5 s, so it is always tokio-util's earliest and moves its `Sleep` on
+/// insert and on remove). On a runtime that is entered, not running a task.
 pub fn queue_churn(queue: Queue, iters: u32, pending: usize) -> f64 {
     let rt = runtime();
     let _enter = rt.enter();
@@ -116,12 +147,183 @@ pub fn queue_churn(queue: Queue, iters: u32, pending: usize) -> f64 {
     })
 }
 
-/// CPU ns (all threads) per value: `n` values inserted with deadlines spread over
-/// 100 ms, each taken by the consumer as it expires.
+/// *One owner*, as tokio-util documents its queue: one task on a current-thread
+/// runtime (`block_on`), tokio-util's queue owned (`&mut`), ours a handle; each made
+/// with `DelayQueue::new()` (ours then on the default timer, whose driver has a
+/// thread of its own), or, with `explicit`, ours on a `Timer` built on that runtime.
+/// ns per insert + remove, with `pending` other values inserted first with the same
+/// timeouts.
+pub fn churn_one_owner(
+    queue: Queue,
+    iters: u32,
+    pending: usize,
+    timeouts: Timeouts,
+    explicit: bool,
+) -> f64 {
+    runtime().block_on(async move {
+        let timer = timer();
+        let mut new = tokio_wheel::DelayQueue::new();
+        let default: Option<&mut dyn KeyedU64> =
+            (queue == Queue::Wheel && !explicit).then_some(&mut new);
+        let run = |q: &mut dyn KeyedU64| {
+            for i in 0..pending as u64 {
+                q.put_only(u64::MAX - i, timeouts.of(u64::MAX - i));
+            }
+            let start = std::time::Instant::now();
+            for i in 0..u64::from(iters) {
+                assert!(std::hint::black_box(q.put_take(i, timeouts.of(i))));
+            }
+            start.elapsed().as_nanos() as f64 / f64::from(iters)
+        };
+        match default {
+            Some(q) => run(q),
+            None => with_queue(queue, &timer, run),
+        }
+    })
+}
+
+/// Tasks of the *shared* workload, and the workers they run on.
+pub const SHARED_TASKS: u32 = 8;
+pub const SHARED_WORKERS: usize = 2;
+
+/// *Shared*: [`SHARED_TASKS`] tasks on a multi-thread runtime of [`SHARED_WORKERS`]
+/// workers insert and remove at once while one consumer waits for expired values:
+/// ours through clones of the handle, tokio-util's behind `Arc<std::sync::Mutex<_>>`
+/// with a `Notify` that wakes its consumer when an insert finds the queue empty
+/// (tokio-util's queue answers `None` when empty). Wall ns per insert + remove (all
+/// tasks' pairs over the time they took together), with `pending` other values
+/// inserted first with the same timeouts.
+pub fn churn_shared(queue: Queue, iters: u32, pending: usize, timeouts: Timeouts) -> f64 {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(SHARED_WORKERS)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let per_task = iters / SHARED_TASKS;
+    rt.block_on(async move {
+        match queue {
+            Queue::Wheel => {
+                let q = tokio_wheel::DelayQueue::with_timer(&timer());
+                for i in 0..pending as u64 {
+                    q.insert(u64::MAX - i, timeouts.of(u64::MAX - i));
+                }
+                let consumer = {
+                    let q = q.clone();
+                    tokio::spawn(async move {
+                        let mut taken = 0u64;
+                        while let Some(expired) = q.next_expired().await {
+                            taken += std::hint::black_box(expired.into_inner()) & 1;
+                        }
+                        taken
+                    })
+                };
+                tokio::task::yield_now().await;
+                let start = std::time::Instant::now();
+                let tasks: Vec<_> = (0..u64::from(SHARED_TASKS))
+                    .map(|t| {
+                        let q = q.clone();
+                        tokio::spawn(async move {
+                            for i in 0..u64::from(per_task) {
+                                let value = t << 32 | i;
+                                let key = q.insert(value, timeouts.of(value));
+                                assert_eq!(q.remove(&key), Some(value));
+                                if i % 100 == 99 {
+                                    tokio::task::yield_now().await;
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                for task in tasks {
+                    task.await.expect("a task");
+                }
+                let ns = start.elapsed().as_nanos() as f64;
+                q.clear();
+                q.close();
+                consumer.await.expect("the consumer");
+                ns / f64::from(per_task * SHARED_TASKS)
+            }
+            Queue::TokioUtil => {
+                use std::sync::{Arc, Mutex};
+                let q = Arc::new(Mutex::new(tokio_util::time::DelayQueue::new()));
+                let notify = Arc::new(tokio::sync::Notify::new());
+                let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                {
+                    let mut q = q.lock().expect("not poisoned");
+                    for i in 0..pending as u64 {
+                        q.insert(u64::MAX - i, timeouts.of(u64::MAX - i));
+                    }
+                }
+                let consumer = {
+                    let (q, notify, done) = (q.clone(), notify.clone(), done.clone());
+                    tokio::spawn(async move {
+                        let mut taken = 0u64;
+                        loop {
+                            let next = std::future::poll_fn(|cx| {
+                                q.lock().expect("not poisoned").poll_expired(cx)
+                            })
+                            .await;
+                            match next {
+                                Some(expired) => {
+                                    taken += std::hint::black_box(expired.into_inner()) & 1;
+                                }
+                                None if done.load(std::sync::atomic::Ordering::Acquire) => {
+                                    break taken;
+                                }
+                                None => notify.notified().await,
+                            }
+                        }
+                    })
+                };
+                tokio::task::yield_now().await;
+                let start = std::time::Instant::now();
+                let tasks: Vec<_> = (0..u64::from(SHARED_TASKS))
+                    .map(|t| {
+                        let (q, notify) = (q.clone(), notify.clone());
+                        tokio::spawn(async move {
+                            for i in 0..u64::from(per_task) {
+                                let value = t << 32 | i;
+                                let (was_empty, key) = {
+                                    let mut locked = q.lock().expect("not poisoned");
+                                    (locked.is_empty(), locked.insert(value, timeouts.of(value)))
+                                };
+                                if was_empty {
+                                    notify.notify_one();
+                                }
+                                let removed = q.lock().expect("not poisoned").remove(&key);
+                                assert_eq!(removed.into_inner(), value);
+                                if i % 100 == 99 {
+                                    tokio::task::yield_now().await;
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                for task in tasks {
+                    task.await.expect("a task");
+                }
+                let ns = start.elapsed().as_nanos() as f64;
+                q.lock().expect("not poisoned").clear();
+                done.store(true, std::sync::atomic::Ordering::Release);
+                notify.notify_one();
+                consumer.await.expect("the consumer");
+                ns / f64::from(per_task * SHARED_TASKS)
+            }
+        }
+    })
+}
+
+/// How long the values of the expiry workload are spread over.
+pub const EXPIRY_SPREAD: Duration = Duration::from_millis(200);
+
+/// CPU ns (all threads) per value: `n` values inserted with deadlines spread evenly
+/// over [`EXPIRY_SPREAD`], each taken by one consumer as it expires (real clock, 1 ms
+/// tick, current-thread runtime).
 pub fn queue_expiry(queue: Queue, n: u32) -> f64 {
     runtime().block_on(async move {
         let cpu = cpu_ns();
-        let spread = |i: u32| Duration::from_micros(u64::from(i % 100_000));
+        let spread_ns = EXPIRY_SPREAD.as_nanos() as u64;
+        let spread = |i: u32| Duration::from_nanos(u64::from(i) * spread_ns / u64::from(n));
         match queue {
             Queue::Wheel => {
                 let q = tokio_wheel::DelayQueue::with_timer(&timer());
@@ -146,7 +348,8 @@ pub fn queue_expiry(queue: Queue, n: u32) -> f64 {
     })
 }
 
-/// Heap bytes per pending value (a `u64`), `n` pending, storage growth included.
+/// Heap bytes requested per pending value (a `u64`), `n` pending, storage growth
+/// included.
 pub fn queue_memory(queue: Queue, n: usize) -> f64 {
     let heap = || HEAP.with(Cell::get);
     let rt = runtime();
