@@ -6,6 +6,7 @@
 //! so that it follows that runtime's clock, paused or not.
 
 use std::future::IntoFuture;
+use std::panic::Location;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -196,8 +197,10 @@ mod per_runtime {
 /// tokio_wheel::sleep(Duration::from_millis(20)).await;
 /// # }
 /// ```
+#[track_caller]
 pub fn sleep(duration: Duration) -> Sleep {
-    with_default(|timer| timer.sleep(duration))
+    let site = Location::caller();
+    with_default(|timer| timer.called_from(site).sleep(duration))
 }
 
 /// Sleeps until `deadline` on the [default timer](crate#default-timer); see
@@ -206,8 +209,10 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// # Panics
 ///
 /// As [`sleep`].
+#[track_caller]
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    with_default(|timer| timer.sleep_until(deadline))
+    let site = Location::caller();
+    with_default(|timer| timer.called_from(site).sleep_until(deadline))
 }
 
 /// Runs `future` with a deadline `duration` from now on the
@@ -228,8 +233,10 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// assert!(slow.await.is_err());
 /// # }
 /// ```
+#[track_caller]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    with_default(|timer| timer.timeout(duration, future))
+    let site = Location::caller();
+    with_default(|timer| timer.called_from(site).timeout(duration, future))
 }
 
 /// Runs `future` with a deadline at `deadline` on the
@@ -238,8 +245,10 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 /// # Panics
 ///
 /// As [`sleep`].
+#[track_caller]
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
-    with_default(|timer| timer.timeout_at(deadline, future))
+    let site = Location::caller();
+    with_default(|timer| timer.called_from(site).timeout_at(deadline, future))
 }
 
 /// An [`Interval`] on the [default timer](crate#default-timer); see
@@ -248,8 +257,10 @@ pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::Int
 /// # Panics
 ///
 /// As [`sleep`].
+#[track_caller]
 pub fn interval(period: Duration) -> Interval {
-    with_default(|timer| timer.interval(period))
+    let site = Location::caller();
+    with_default(|timer| timer.called_from(site).interval(period))
 }
 
 /// An [`Interval`] whose first tick is at `start`, on the
@@ -274,8 +285,10 @@ pub fn interval(period: Duration) -> Interval {
 /// assert!(Instant::now() >= start);
 /// # }
 /// ```
+#[track_caller]
 pub fn interval_at(start: Instant, period: Duration) -> Interval {
-    with_default(|timer| timer.interval_at(start, period))
+    let site = Location::caller();
+    with_default(|timer| timer.called_from(site).interval_at(start, period))
 }
 
 /// Waits until the [default timer](crate#default-timer) has fired every timer due by

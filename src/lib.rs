@@ -28,6 +28,8 @@
 //!   `tokio_wheel` in the imports is the whole change. An [`Interval`] counts a tick as
 //!   missed, and applies its `MissedTickBehavior`, past its timer's tick and a
 //!   millisecond rather than Tokio's 5 ms; see [its docs](Interval#missed-ticks).
+//! * [`Builder::track_call_sites`] → [`Timer::pending_by_site`] — pending timers by the
+//!   line of code that made them ([`PendingSite`]), to find a timer leak.
 //! * With the `hyper` feature, `Timer` implements `hyper::rt::Timer`:
 //!   `http1::Builder::new().timer(timer.clone())` runs hyper's header-read timeouts and
 //!   keep-alive on the wheel. With `tower`, `tower::TimeoutLayer` is a drop-in for
@@ -159,6 +161,7 @@ mod interval;
 pub mod io;
 mod jitter;
 mod scheduled;
+mod sites;
 mod sleep;
 mod stats;
 mod sync;
@@ -182,6 +185,7 @@ pub use delay_queue::{DelayQueue, Expired, Key, TryInsertError};
 pub use error::{Elapsed, Error};
 pub use interval::Interval;
 pub use scheduled::{Scheduled, Unfired};
+pub use sites::PendingSite;
 pub use sleep::Sleep;
 pub use stats::{Lateness, Stats};
 pub use timeout::Timeout;
