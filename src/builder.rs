@@ -170,7 +170,10 @@ impl Builder {
     /// Off, it costs nothing: no memory, and a branch or two per timer. On, each
     /// pending timer costs 16 bytes more, and making a future looks its line up in a
     /// small map (a lock of the calling thread's own, uncontended); docs/BENCHMARKS.md
-    /// has the figures.
+    /// has the figures. The free functions' [default timer](crate#default-timer) is
+    /// turned on by the environment instead, `TOKIO_WHEEL_TRACK_CALL_SITES=1`, so that
+    /// a program that uses only them needs no change; see
+    /// [`pending_by_site`](crate::pending_by_site).
     ///
     /// # Examples
     ///

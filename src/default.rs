@@ -10,7 +10,22 @@ use std::panic::Location;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::{Instant, Interval, Sleep, Timeout, Timer};
+use crate::{Builder, Instant, Interval, PendingSite, Sleep, Timeout, Timer};
+
+/// The environment variable that turns call-site tracking on for the default timers
+/// (see [`pending_by_site`]).
+pub(crate) const TRACK_CALL_SITES_VAR: &str = "TOKIO_WHEEL_TRACK_CALL_SITES";
+
+/// A builder for a default timer: call-site tracking as the environment says, read
+/// once per process.
+fn default_builder() -> Builder {
+    static FROM_ENV: OnceLock<bool> = OnceLock::new();
+    let on = *FROM_ENV.get_or_init(|| {
+        std::env::var_os(TRACK_CALL_SITES_VAR)
+            .is_some_and(|value| !value.is_empty() && value != "0")
+    });
+    Timer::builder().track_call_sites(on)
+}
 
 /// The process-wide timer behind the free functions; see [the crate docs](crate#default-timer).
 pub(crate) fn default_timer() -> &'static Timer {
@@ -22,7 +37,7 @@ pub(crate) fn default_timer() -> &'static Timer {
         // and leaves the next call to try again.
         let runtime = crate::background::runtime()
             .expect("tokio-wheel: cannot start the default timer's thread and runtime");
-        Timer::builder()
+        default_builder()
             .real_clock()
             .build_on(runtime)
             .expect("tokio-wheel: cannot start the default timer's driver")
@@ -154,7 +169,10 @@ mod per_runtime {
             .partition(|(_, timer)| timer.as_ref().is_some_and(Timer::is_shutdown));
         // Tokio's own resolution, so that paused tests asserting whole milliseconds
         // after a sleep hold as they do on Tokio's timer.
-        let timer = Timer::builder().tick(TEST_TICK).build_on(&runtime).ok();
+        let timer = super::default_builder()
+            .tick(TEST_TICK)
+            .build_on(&runtime)
+            .ok();
         if timer.is_none() {
             let without = live.iter().filter(|(_, timer)| timer.is_none()).count();
             if without >= NO_TIME_DRIVER_REMEMBERED {
@@ -289,6 +307,51 @@ pub fn interval(period: Duration) -> Interval {
 pub fn interval_at(start: Instant, period: Duration) -> Interval {
     let site = Location::caller();
     with_default(|timer| timer.called_from(site).interval_at(start, period))
+}
+
+/// The [default timer](crate#default-timer)'s pending timers by the line of code that
+/// made them, most pending first; see [`Timer::pending_by_site`]. Empty unless the
+/// environment variable `TOKIO_WHEEL_TRACK_CALL_SITES` is set (to anything but `0` or
+/// nothing) when the default timer is built.
+///
+/// A program that uses only the free functions turns tracking on without changing
+/// them, or any other code: start it with `TOKIO_WHEEL_TRACK_CALL_SITES=1`, as
+/// `RUST_BACKTRACE=1` turns on backtraces, and report this where you report
+/// [`Stats`](crate::Stats) (a log line every minute, an admin endpoint), so that it is
+/// there when needed, empty and nearly free otherwise. The variable is read once, when
+/// the first default timer is built (the process-wide one, on the first use of a free
+/// function; with the feature `test-util`, each runtime's), so set it before the
+/// program starts, not from inside it. An explicit [`Timer`] is turned on with
+/// [`Builder::track_call_sites`](crate::Builder::track_call_sites) instead, and does
+/// not read the environment.
+///
+/// The lines are those of the calls to [`sleep`], [`sleep_until`], [`timeout`],
+/// [`timeout_at`], [`interval`] and [`interval_at`] (and of timers the default timer
+/// makes for [`DelayQueue::new`](crate::DelayQueue::new),
+/// [`io::TimeoutStream::new`](crate::io::TimeoutStream::new) and, with the feature
+/// `tower`, `tower::TimeoutLayer::new`, at this crate's own lines).
+///
+/// # Panics
+///
+/// As [`sleep`].
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use std::time::Duration;
+///
+/// // Run with TOKIO_WHEEL_TRACK_CALL_SITES=1 to see the line below listed.
+/// let deadline = tokio_wheel::timeout(Duration::from_secs(60), std::future::pending::<()>());
+/// for site in tokio_wheel::pending_by_site() {
+///     eprintln!("timers: {site}");
+/// }
+/// # drop(deadline);
+/// # }
+/// ```
+pub fn pending_by_site() -> Vec<PendingSite> {
+    with_default(Timer::pending_by_site)
 }
 
 /// Waits until the [default timer](crate#default-timer) has fired every timer due by

@@ -29,7 +29,9 @@
 //!   missed, and applies its `MissedTickBehavior`, past its timer's tick and a
 //!   millisecond rather than Tokio's 5 ms; see [its docs](Interval#missed-ticks).
 //! * [`Builder::track_call_sites`] → [`Timer::pending_by_site`] — pending timers by the
-//!   line of code that made them ([`PendingSite`]), to find a timer leak.
+//!   line of code that made them ([`PendingSite`]), to find a timer leak; for the
+//!   default timer, the environment variable `TOKIO_WHEEL_TRACK_CALL_SITES=1` and
+//!   [`pending_by_site`].
 //! * With the `hyper` feature, `Timer` implements `hyper::rt::Timer`:
 //!   `http1::Builder::new().timer(timer.clone())` runs hyper's header-read timeouts and
 //!   keep-alive on the wheel. With `tower`, `tower::TimeoutLayer` is a drop-in for
@@ -179,7 +181,9 @@ pub use builder::Builder;
 pub use config::Executor;
 #[cfg(feature = "test-util")]
 pub use default::advance;
-pub use default::{catch_up, interval, interval_at, sleep, sleep_until, timeout, timeout_at};
+pub use default::{
+    catch_up, interval, interval_at, pending_by_site, sleep, sleep_until, timeout, timeout_at,
+};
 pub use delay_queue::{DelayQueue, Expired, Key, TryInsertError};
 #[doc(inline)]
 pub use error::{Elapsed, Error};

@@ -2,7 +2,8 @@
 //! the free `pending_by_site`): each entry point names its caller's line; a timer
 //! leaves its line's count when it fires, is cancelled, dropped or reset into the
 //! past; the earliest deadline is the earliest pending; the most pending come first;
-//! nothing is listed when tracking is off; counts stay exact with many threads.
+//! nothing is listed when tracking is off; the free functions are tracked when the
+//! environment says so; counts stay exact with many threads.
 //!
 //! Futures are polled by hand (tokio-test's mock task) on the paused clock, so that a
 //! timer registers exactly when the test polls it. Lines are taken with `line!()` in
@@ -19,7 +20,7 @@ use tokio_test::task::{spawn, Spawn};
 use tokio_wheel::{Interval, MissedTickBehavior, Sleep, Timer};
 
 mod common;
-use common::TICK;
+use common::{assert_child_ok, is_child, TICK};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -324,4 +325,82 @@ fn counts_stay_exact_with_many_threads() {
     assert_eq!(counts(&t), BTreeMap::from([(kept_line, TASKS * KEPT)]));
     drop(kept);
     assert_eq!(counts(&t), BTreeMap::new());
+}
+
+/// The environment variable that turns tracking on for the default timers.
+const VAR: &str = "TOKIO_WHEEL_TRACK_CALL_SITES";
+
+/// Re-runs the test `name` in a child process with `VAR` set to `value`, or unset.
+fn in_child(name: &str, value: Option<&str>) -> std::process::Output {
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    child
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(common::CHILD, "1");
+    match value {
+        Some(value) => child.env(VAR, value),
+        None => child.env_remove(VAR),
+    };
+    child.output().expect("run the test binary again")
+}
+
+/// The free functions' default timer tracks when the process starts with the
+/// variable set, without any other change: each free function names its caller's
+/// line, and the free `pending_by_site` lists them. (In a child process: the variable
+/// is read once per process, when the default timer is built.)
+#[test]
+fn the_free_functions_are_tracked_when_the_environment_says_so() {
+    const NAME: &str = "the_free_functions_are_tracked_when_the_environment_says_so";
+    if !is_child() {
+        return assert_child_ok(&in_child(NAME, Some("1")), "child: tracked");
+    }
+    // The real clock (a paused one needs the feature `test-util`); nothing here
+    // waits for a deadline.
+    let runtime = common::current_thread_runtime();
+    runtime.block_on(async {
+        let at = Instant::now() + HOUR;
+        let (l1, mut s1) = (line!(), spawn(tokio_wheel::sleep(HOUR)));
+        let (l2, mut s2) = (line!(), spawn(tokio_wheel::sleep_until(at)));
+        let (l3, mut s3) = (line!(), spawn(tokio_wheel::timeout(HOUR, pending::<()>())));
+        let (l4, mut s4) = (line!(), spawn(tokio_wheel::timeout_at(at, pending::<()>())));
+        let (l5, mut i5) = (line!(), tokio_wheel::interval(HOUR));
+        let (l6, mut i6) = (line!(), tokio_wheel::interval_at(Instant::now(), HOUR));
+        waits(&mut s1);
+        waits(&mut s2);
+        waits(&mut s3);
+        waits(&mut s4);
+        for interval in [&mut i5, &mut i6] {
+            assert!(tick(interval).is_ready(), "the first tick, at once");
+            assert!(tick(interval).is_pending());
+        }
+        let sites: BTreeMap<u32, usize> = tokio_wheel::pending_by_site()
+            .iter()
+            .filter(|site| site.location().file() == file!())
+            .map(|site| (site.location().line(), site.pending()))
+            .collect();
+        let expected = [l1, l2, l3, l4, l5, l6].map(|line| (line, 1));
+        assert_eq!(sites, BTreeMap::from(expected));
+        drop((s1, s2, s3, s4, i5, i6));
+        let left = tokio_wheel::pending_by_site();
+        assert!(left.iter().all(|site| site.location().file() != file!()));
+    });
+    println!("child: tracked");
+}
+
+/// Without the variable, or with it `0` or empty, the default timer does not track.
+#[test]
+fn the_free_functions_are_not_tracked_otherwise() {
+    const NAME: &str = "the_free_functions_are_not_tracked_otherwise";
+    if !is_child() {
+        for value in [None, Some("0"), Some("")] {
+            assert_child_ok(&in_child(NAME, value), "child: not tracked");
+        }
+        return;
+    }
+    let runtime = common::current_thread_runtime();
+    runtime.block_on(async {
+        let mut sleep = spawn(tokio_wheel::sleep(HOUR));
+        waits(&mut sleep);
+        assert!(tokio_wheel::pending_by_site().is_empty());
+    });
+    println!("child: not tracked");
 }

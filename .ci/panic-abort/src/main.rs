@@ -235,6 +235,8 @@ async fn call_sites() {
     assert_eq!(unfired.len(), 1);
     assert!(timer.pending_by_site().is_empty());
     timer.sleep(MS).await;
+    // The default timer's, empty unless TOKIO_WHEEL_TRACK_CALL_SITES is set.
+    let _ = tokio_wheel::pending_by_site();
 }
 
 async fn default_timer() {
