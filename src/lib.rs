@@ -255,6 +255,18 @@ pub mod loom_hooks {
         Timer::from_shared(Shared::new(config, None))
     }
 
+    /// A timer as [`timer`] that tracks call sites, with one shard, so that every
+    /// thread's timers share one wheel (and its storage indices).
+    pub fn tracking_timer(tick: Duration) -> Timer {
+        let mut config = Builder::default()
+            .tick(tick)
+            .track_call_sites(true)
+            .validate()
+            .expect("valid tick");
+        config.shards = 1;
+        Timer::from_shared(Shared::new(config, None))
+    }
+
     /// One driver turn, as if the clock had reached the end of step `step`.
     pub fn turn(timer: &Timer, step: u64) {
         let mut expired = Vec::new();

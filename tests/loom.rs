@@ -16,7 +16,8 @@ use std::time::Duration;
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::thread;
 use tokio_wheel::loom_hooks::{
-    capped_timer, kept_alive, lose_driver, parked_until, shutdown, step_end, timer, turn,
+    capped_timer, kept_alive, lose_driver, parked_until, shutdown, step_end, timer, tracking_timer,
+    turn,
 };
 use tokio_wheel::{DelayQueue, Error, Instant, Scheduled, Sleep, Timer};
 
@@ -469,5 +470,39 @@ fn schedule_vs_schedule_at_capacity_refuses_only_for_a_pending_callback() {
             other.as_ref().err()
         );
         assert_eq!(timer.pending(), 1);
+    });
+}
+
+/// Call sites: a timer's storage index is reused at once by the next timer of its
+/// shard, whose line is written beside it in the same critical section as the
+/// insert, so a count taken meanwhile never names the line of a timer that is gone.
+#[test]
+fn pending_by_site_vs_a_reused_index_never_names_a_gone_timer() {
+    loom::model(|| {
+        let timer = tracking_timer(TICK);
+        let (_, waker) = flag();
+        let mut gone = timer.sleep_until(in_step(&timer, 3));
+        assert!(poll(&mut gone, &waker).is_pending());
+        let gone_line = timer.pending_by_site()[0].location().line();
+        drop(gone); // its index is free, its tag stale
+        let other = timer.clone();
+        let registers = thread::spawn(move || {
+            let (_, waker) = flag();
+            let mut sleep = other.sleep_until(in_step(&other, 5));
+            assert!(poll(&mut sleep, &waker).is_pending());
+            sleep
+        });
+        let seen = timer.pending_by_site();
+        assert!(seen.len() <= 1, "{seen:?}");
+        for site in &seen {
+            assert_ne!(site.location().line(), gone_line, "a gone timer's line");
+            assert_eq!(site.pending(), 1);
+        }
+        let sleep = registers.join().unwrap();
+        let now = timer.pending_by_site();
+        assert_eq!(now.len(), 1);
+        assert_ne!(now[0].location().line(), gone_line);
+        drop(sleep);
+        assert!(timer.pending_by_site().is_empty());
     });
 }
