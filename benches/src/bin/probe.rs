@@ -13,16 +13,21 @@
 //! * `later`: `workloads::churn_later`: inside `block_on` of a current-thread runtime,
 //!   `pending` 120 s sleeps (at least one) registered and the drivers parked once, then
 //!   each op a new 120 s sleep, later than every one pending, made, polled once, dropped.
+//! * `churn-sites`, `later-sites`: the same on a timer that tracks call sites
+//!   (`Builder::track_call_sites(true)`), for the `wheel-*` peers. For `free`, set
+//!   `TOKIO_WHEEL_TRACK_CALL_SITES=1` in the environment instead.
 //!
 //! Peers: `wheel-io`, `wheel-time`, `tokio-io`, `tokio-time`.
 
-use tokio_wheel_benches::workloads::{churn, churn_free, churn_later, Peer};
+use tokio_wheel_benches::workloads::{
+    churn, churn_free, churn_later, churn_later_tracking_sites, churn_tracking_sites, Peer,
+};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [workload, peer, ops, rest @ ..] = &args[..] else {
         eprintln!(
-            "usage: probe churn|free|later wheel-io|wheel-time|tokio-io|tokio-time <ops> [pending]"
+            "usage: probe churn|free|later|churn-sites|later-sites wheel-io|wheel-time|tokio-io|tokio-time <ops> [pending]"
         );
         std::process::exit(2);
     };
@@ -42,6 +47,8 @@ fn main() {
             let _ = churn_free(peer.runtime(), ops);
         }
         "later" => drop(churn_later(peer, ops, pending)),
+        "churn-sites" => drop(churn_tracking_sites(peer, ops, pending)),
+        "later-sites" => drop(churn_later_tracking_sites(peer, ops, pending)),
         other => panic!("unknown workload {other}"),
     }
 }
