@@ -15,6 +15,7 @@ use crate::{Error, Executor};
 /// | [`wheel_size`](Builder::wheel_size) | 1024 ticks per revolution | 1 ..= 2^20, rounded up to a power of two |
 /// | [`max_pending`](Builder::max_pending) | unbounded | any; 0 refuses every callback |
 /// | [`executor`](Builder::executor) | [`Executor::Inline`] | see [`Executor`] |
+/// | [`track_call_sites`](Builder::track_call_sites) | off | on or off |
 ///
 /// # Examples
 ///
@@ -40,6 +41,7 @@ pub struct Builder {
     max_pending: usize,
     executor: Executor,
     real_clock: bool,
+    track_call_sites: bool,
 }
 
 impl Default for Builder {
@@ -50,6 +52,7 @@ impl Default for Builder {
             max_pending: usize::MAX,
             executor: Executor::Inline,
             real_clock: false,
+            track_call_sites: false,
         }
     }
 }
@@ -155,6 +158,48 @@ impl Builder {
         self
     }
 
+    /// Whether the timer keeps, for each pending timer, the line of code that made it,
+    /// for [`Timer::pending_by_site`](crate::Timer::pending_by_site) to count: to find
+    /// the code path that leaks timers (deadlines made and never dropped) when
+    /// [`Timer::pending`](crate::Timer::pending) only grows. Off by default.
+    ///
+    /// The line is the caller of `sleep`, `sleep_until`, `timeout`, `timeout_at`,
+    /// `interval`, `interval_at`, `schedule`, `schedule_at`, `schedule_detached` or
+    /// `schedule_detached_at` (`#[track_caller]`), as a panic's message names it.
+    ///
+    /// Off, it costs nothing: no memory, and a branch or two per timer. On, each
+    /// pending timer costs 16 bytes more, and making a future looks its line up in a
+    /// small map (a lock of the calling thread's own, uncontended); docs/BENCHMARKS.md
+    /// has the figures. The free functions' [default timer](crate#default-timer) is
+    /// turned on by the environment instead, `TOKIO_WHEEL_TRACK_CALL_SITES=1`, so that
+    /// a program that uses only them needs no change; see
+    /// [`pending_by_site`](crate::pending_by_site).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use std::collections::HashMap;
+    /// use std::time::Duration;
+    /// use tokio_wheel::Timer;
+    ///
+    /// let timer = Timer::builder().track_call_sites(true).build().unwrap();
+    /// // A deadline per request, kept in a map that nothing ever clears.
+    /// let mut deadlines = HashMap::new();
+    /// for id in 0..100 {
+    ///     deadlines.insert(id, timer.schedule(Duration::from_secs(60), || {}).unwrap());
+    /// }
+    /// let worst = &timer.pending_by_site()[0];
+    /// assert_eq!(worst.pending(), 100);
+    /// assert_eq!(worst.location().line(), line!() - 4);
+    /// # }
+    /// ```
+    pub fn track_call_sites(mut self, on: bool) -> Self {
+        self.track_call_sites = on;
+        self
+    }
+
     /// For a driver on a runtime whose clock is never paused (the default timer's): the
     /// timer's "now" is then the real clock, not the caller's runtime's, which a test
     /// may have paused and advanced, or left behind.
@@ -190,6 +235,7 @@ impl Builder {
             max_pending: self.max_pending,
             executor: self.executor,
             real_clock: self.real_clock,
+            track_call_sites: self.track_call_sites,
         })
     }
 }

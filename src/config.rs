@@ -98,4 +98,6 @@ pub(crate) struct Config {
     /// The driver's runtime is one whose clock nobody can pause (the default timer's):
     /// "now" for a deadline is then the real clock, whatever the caller's runtime.
     pub(crate) real_clock: bool,
+    /// Keep the line that made each pending timer (`Builder::track_call_sites`).
+    pub(crate) track_call_sites: bool,
 }

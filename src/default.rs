@@ -6,10 +6,26 @@
 //! so that it follows that runtime's clock, paused or not.
 
 use std::future::IntoFuture;
+use std::panic::Location;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::{Instant, Interval, Sleep, Timeout, Timer};
+use crate::{Builder, Instant, Interval, PendingSite, Sleep, Timeout, Timer};
+
+/// The environment variable that turns call-site tracking on for the default timers
+/// (see [`pending_by_site`]).
+pub(crate) const TRACK_CALL_SITES_VAR: &str = "TOKIO_WHEEL_TRACK_CALL_SITES";
+
+/// A builder for a default timer: call-site tracking as the environment says, read
+/// once per process.
+fn default_builder() -> Builder {
+    static FROM_ENV: OnceLock<bool> = OnceLock::new();
+    let on = *FROM_ENV.get_or_init(|| {
+        std::env::var_os(TRACK_CALL_SITES_VAR)
+            .is_some_and(|value| !value.is_empty() && value != "0")
+    });
+    Timer::builder().track_call_sites(on)
+}
 
 /// The process-wide timer behind the free functions; see [the crate docs](crate#default-timer).
 pub(crate) fn default_timer() -> &'static Timer {
@@ -21,7 +37,7 @@ pub(crate) fn default_timer() -> &'static Timer {
         // and leaves the next call to try again.
         let runtime = crate::background::runtime()
             .expect("tokio-wheel: cannot start the default timer's thread and runtime");
-        Timer::builder()
+        default_builder()
             .real_clock()
             .build_on(runtime)
             .expect("tokio-wheel: cannot start the default timer's driver")
@@ -153,7 +169,10 @@ mod per_runtime {
             .partition(|(_, timer)| timer.as_ref().is_some_and(Timer::is_shutdown));
         // Tokio's own resolution, so that paused tests asserting whole milliseconds
         // after a sleep hold as they do on Tokio's timer.
-        let timer = Timer::builder().tick(TEST_TICK).build_on(&runtime).ok();
+        let timer = super::default_builder()
+            .tick(TEST_TICK)
+            .build_on(&runtime)
+            .ok();
         if timer.is_none() {
             let without = live.iter().filter(|(_, timer)| timer.is_none()).count();
             if without >= NO_TIME_DRIVER_REMEMBERED {
@@ -196,8 +215,10 @@ mod per_runtime {
 /// tokio_wheel::sleep(Duration::from_millis(20)).await;
 /// # }
 /// ```
+#[track_caller]
 pub fn sleep(duration: Duration) -> Sleep {
-    with_default(|timer| timer.sleep(duration))
+    let site = Location::caller();
+    with_default(|timer| timer.called_from(site).sleep(duration))
 }
 
 /// Sleeps until `deadline` on the [default timer](crate#default-timer); see
@@ -206,8 +227,10 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// # Panics
 ///
 /// As [`sleep`].
+#[track_caller]
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    with_default(|timer| timer.sleep_until(deadline))
+    let site = Location::caller();
+    with_default(|timer| timer.called_from(site).sleep_until(deadline))
 }
 
 /// Runs `future` with a deadline `duration` from now on the
@@ -228,8 +251,10 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// assert!(slow.await.is_err());
 /// # }
 /// ```
+#[track_caller]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    with_default(|timer| timer.timeout(duration, future))
+    let site = Location::caller();
+    with_default(|timer| timer.called_from(site).timeout(duration, future))
 }
 
 /// Runs `future` with a deadline at `deadline` on the
@@ -238,8 +263,10 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 /// # Panics
 ///
 /// As [`sleep`].
+#[track_caller]
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
-    with_default(|timer| timer.timeout_at(deadline, future))
+    let site = Location::caller();
+    with_default(|timer| timer.called_from(site).timeout_at(deadline, future))
 }
 
 /// An [`Interval`] on the [default timer](crate#default-timer); see
@@ -248,8 +275,10 @@ pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::Int
 /// # Panics
 ///
 /// As [`sleep`].
+#[track_caller]
 pub fn interval(period: Duration) -> Interval {
-    with_default(|timer| timer.interval(period))
+    let site = Location::caller();
+    with_default(|timer| timer.called_from(site).interval(period))
 }
 
 /// An [`Interval`] whose first tick is at `start`, on the
@@ -274,8 +303,55 @@ pub fn interval(period: Duration) -> Interval {
 /// assert!(Instant::now() >= start);
 /// # }
 /// ```
+#[track_caller]
 pub fn interval_at(start: Instant, period: Duration) -> Interval {
-    with_default(|timer| timer.interval_at(start, period))
+    let site = Location::caller();
+    with_default(|timer| timer.called_from(site).interval_at(start, period))
+}
+
+/// The [default timer](crate#default-timer)'s pending timers by the line of code that
+/// made them, most pending first; see [`Timer::pending_by_site`]. Empty unless the
+/// environment variable `TOKIO_WHEEL_TRACK_CALL_SITES` is set (to anything but `0` or
+/// nothing) when the default timer is built.
+///
+/// A program that uses only the free functions turns tracking on without changing
+/// them, or any other code: start it with `TOKIO_WHEEL_TRACK_CALL_SITES=1`, as
+/// `RUST_BACKTRACE=1` turns on backtraces, and report this where you report
+/// [`Stats`](crate::Stats) (a log line every minute, an admin endpoint), so that it is
+/// there when needed, empty and nearly free otherwise. The variable is read once, when
+/// the first default timer is built (the process-wide one, on the first use of a free
+/// function; with the feature `test-util`, each runtime's), so set it before the
+/// program starts, not from inside it. An explicit [`Timer`] is turned on with
+/// [`Builder::track_call_sites`](crate::Builder::track_call_sites) instead, and does
+/// not read the environment.
+///
+/// The lines are those of the calls to [`sleep`], [`sleep_until`], [`timeout`],
+/// [`timeout_at`], [`interval`] and [`interval_at`] (and of timers the default timer
+/// makes for [`DelayQueue::new`](crate::DelayQueue::new),
+/// [`io::TimeoutStream::new`](crate::io::TimeoutStream::new) and, with the feature
+/// `tower`, `tower::TimeoutLayer::new`, at this crate's own lines).
+///
+/// # Panics
+///
+/// As [`sleep`].
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use std::time::Duration;
+///
+/// // Run with TOKIO_WHEEL_TRACK_CALL_SITES=1 to see the line below listed.
+/// let deadline = tokio_wheel::timeout(Duration::from_secs(60), std::future::pending::<()>());
+/// for site in tokio_wheel::pending_by_site() {
+///     eprintln!("timers: {site}");
+/// }
+/// # drop(deadline);
+/// # }
+/// ```
+pub fn pending_by_site() -> Vec<PendingSite> {
+    with_default(Timer::pending_by_site)
 }
 
 /// Waits until the [default timer](crate#default-timer) has fired every timer due by

@@ -28,6 +28,10 @@
 //!   `tokio_wheel` in the imports is the whole change. An [`Interval`] counts a tick as
 //!   missed, and applies its `MissedTickBehavior`, past its timer's tick and a
 //!   millisecond rather than Tokio's 5 ms; see [its docs](Interval#missed-ticks).
+//! * [`Builder::track_call_sites`] → [`Timer::pending_by_site`] — pending timers by the
+//!   line of code that made them ([`PendingSite`]), to find a timer leak; for the
+//!   default timer, the environment variable `TOKIO_WHEEL_TRACK_CALL_SITES=1` and
+//!   [`pending_by_site`].
 //! * With the `hyper` feature, `Timer` implements `hyper::rt::Timer`:
 //!   `http1::Builder::new().timer(timer.clone())` runs hyper's header-read timeouts and
 //!   keep-alive on the wheel. With `tower`, `tower::TimeoutLayer` is a drop-in for
@@ -161,6 +165,7 @@ mod interval;
 pub mod io;
 mod jitter;
 mod scheduled;
+mod sites;
 mod sleep;
 mod stats;
 mod sync;
@@ -178,12 +183,15 @@ pub use builder::Builder;
 pub use config::Executor;
 #[cfg(feature = "test-util")]
 pub use default::advance;
-pub use default::{catch_up, interval, interval_at, sleep, sleep_until, timeout, timeout_at};
+pub use default::{
+    catch_up, interval, interval_at, pending_by_site, sleep, sleep_until, timeout, timeout_at,
+};
 pub use delay_queue::{DelayQueue, Expired, Key, NextExpired, TryInsertError};
 #[doc(inline)]
 pub use error::{Elapsed, Error};
 pub use interval::Interval;
 pub use scheduled::{Scheduled, Unfired};
+pub use sites::PendingSite;
 pub use sleep::Sleep;
 pub use stats::{Lateness, Stats};
 pub use timeout::Timeout;
@@ -246,6 +254,18 @@ pub mod loom_hooks {
             .max_pending(max_pending)
             .validate()
             .expect("valid tick");
+        Timer::from_shared(Shared::new(config, None))
+    }
+
+    /// A timer as [`timer`] that tracks call sites, with one shard, so that every
+    /// thread's timers share one wheel (and its storage indices).
+    pub fn tracking_timer(tick: Duration) -> Timer {
+        let mut config = Builder::default()
+            .tick(tick)
+            .track_call_sites(true)
+            .validate()
+            .expect("valid tick");
+        config.shards = 1;
         Timer::from_shared(Shared::new(config, None))
     }
 

@@ -235,7 +235,7 @@ impl Sleep {
                     State::Elapsed
                 }
                 None => {
-                    if this.shared().reschedule(reg, step, to) {
+                    if this.shared().reschedule(reg, step, to, this.deadline) {
                         State::Registered(reg)
                     } else {
                         // Fired already, or the new deadline has been processed:
@@ -286,11 +286,13 @@ impl Future for Sleep {
             // Due already (`advance`, a sleep elsewhere to the same instant, a
             // deadline in the past): ready without registering.
             State::Idle | State::Reset if shared.due(this.deadline).is_some() => State::Elapsed,
-            State::Idle | State::Reset => match shared.register(this.step(), cx.waker()) {
-                Registered::Pending(reg) => State::Registered(reg),
-                Registered::Due => State::Elapsed,
-                Registered::Elsewhere => return this.poll_fallback(cx),
-            },
+            State::Idle | State::Reset => {
+                match shared.register(this.step(), cx.waker(), this.anchor.site, this.deadline) {
+                    Registered::Pending(reg) => State::Registered(reg),
+                    Registered::Due => State::Elapsed,
+                    Registered::Elsewhere => return this.poll_fallback(cx),
+                }
+            }
             State::Registered(reg) => {
                 if shared.has_fired(reg, this.deadline) {
                     State::Elapsed

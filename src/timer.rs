@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::future::IntoFuture;
+use std::panic::Location;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,8 +11,9 @@ use tokio::time::Instant;
 use crate::callback;
 use crate::clock::deadline_after;
 use crate::config::MAX_SHARDS;
-use crate::driver::{self, Anchor, Shared};
+use crate::driver::{self, Anchor, Shared, SiteAnchors};
 use crate::scheduled::Scheduled;
+use crate::sites::{PendingSite, Site};
 use crate::{Builder, Error, Interval, Sleep, Stats, Timeout, Unfired};
 
 /// A hashed-wheel timer, driven by one Tokio task.
@@ -43,6 +45,10 @@ pub struct Timer {
     /// One per shard, each holding the shared state: what the timer's futures and
     /// callback handles hold instead of a clone of it (see `driver::Anchor`).
     anchors: Arc<[Arc<Anchor>]>,
+    /// The anchors per call site that futures hold instead, if the timer tracks call
+    /// sites (`Builder::track_call_sites`): a field of the handle, so that a timer
+    /// that does not pays one branch on it, and no lookup.
+    sites: Option<Arc<SiteAnchors>>,
 }
 
 impl Timer {
@@ -67,9 +73,11 @@ impl Timer {
     }
 
     pub(crate) fn from_shared(shared: Arc<Shared>) -> Timer {
-        Timer {
-            anchors: Anchor::all(&shared),
-        }
+        let anchors = Anchor::all(&shared);
+        let sites = shared
+            .track_call_sites
+            .then(|| Arc::new(SiteAnchors::new(anchors.len())));
+        Timer { anchors, sites }
     }
 
     /// The shared state (every anchor holds the same).
@@ -83,51 +91,67 @@ impl Timer {
         Anchor::local(&self.anchors)
     }
 
+    /// The entry points that make timers, for a caller at `site`: what the public
+    /// ones (`#[track_caller]`) call with their caller's line, and what code that
+    /// cannot pass `#[track_caller]` on (a closure in between) calls with the line it
+    /// took itself.
+    #[inline(always)]
+    pub(crate) fn called_from(&self, site: &'static Location<'static>) -> CalledFrom<'_> {
+        CalledFrom { timer: self, site }
+    }
+
     /// A future that completes `duration` from now, less than a tick and a millisecond
     /// late.
     ///
     /// Saturates: `Duration::MAX` sleeps about 30 years, without overflow.
     /// See [`Sleep`] for when it touches the wheel and what dropping it does.
     #[doc(alias = "delay")]
+    #[track_caller]
     pub fn sleep(&self, duration: Duration) -> Sleep {
-        let anchor = self.anchor();
-        let now = anchor.shared.now();
-        Sleep::after(anchor, now, duration)
+        self.called_from(Location::caller()).sleep(duration)
     }
 
     /// A future that completes at `deadline`, less than a tick and a millisecond late,
     /// and is ready whenever it is polled once `deadline` has passed: a deadline in the
     /// past completes on its first poll.
+    #[track_caller]
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
-        Sleep::new(self.anchor(), deadline)
+        self.called_from(Location::caller()).sleep_until(deadline)
     }
 
     /// Runs `future` with a deadline `duration` from now; see [`Timeout`].
+    #[track_caller]
     pub fn timeout<F: IntoFuture>(&self, duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-        Timeout::new(future.into_future(), self.sleep(duration))
+        self.called_from(Location::caller())
+            .timeout(duration, future)
     }
 
     /// Runs `future` with a deadline at `deadline`; see [`Timeout`].
+    #[track_caller]
     pub fn timeout_at<F: IntoFuture>(
         &self,
         deadline: Instant,
         future: F,
     ) -> Timeout<F::IntoFuture> {
-        Timeout::new(future.into_future(), self.sleep_until(deadline))
+        self.called_from(Location::caller())
+            .timeout_at(deadline, future)
     }
 
     /// An [`Interval`] whose first tick completes at once, then every `period`.
     ///
     /// A zero `period` is raised to one tick of this timer (tokio panics instead).
+    #[track_caller]
     pub fn interval(&self, period: Duration) -> Interval {
-        self.interval_at(self.shared().now(), period)
+        self.called_from(Location::caller()).interval(period)
     }
 
     /// An [`Interval`] whose first tick is at `start`, then every `period`.
     ///
     /// A zero `period` is raised to one tick of this timer (tokio panics instead).
+    #[track_caller]
     pub fn interval_at(&self, start: Instant, period: Duration) -> Interval {
-        Interval::new(self.sleep_until(start), period)
+        self.called_from(Location::caller())
+            .interval_at(start, period)
     }
 
     /// How many timers are registered, not yet fired and not cancelled: futures that
@@ -138,6 +162,55 @@ impl Timer {
     /// Exact at the moment of the call (it takes the wheel's lock).
     pub fn pending(&self) -> usize {
         self.shared().pending()
+    }
+
+    /// The pending timers by the line of code that made them, most pending first:
+    /// where a leak (deadlines made on some path and never dropped) comes from.
+    /// Empty unless the timer was built with
+    /// [`Builder::track_call_sites`]`(true)`.
+    ///
+    /// A line is the caller of the entry point that made the timer (`sleep`,
+    /// `timeout`, `interval`, `schedule` and their `_at`/`_until` forms, on a `Timer`
+    /// or the free functions); see [`PendingSite`]. Timers are counted as
+    /// [`pending`](Timer::pending) counts them: a future from its first poll until it
+    /// fires, is dropped or is reset into the past; a callback from `schedule` until
+    /// it runs or is cancelled. Sites of equal count come earliest deadline first.
+    ///
+    /// It walks every pending timer, each shard of the wheel under its lock (the
+    /// shards are read one after another, so a timer made or gone meanwhile may or
+    /// may not be counted; one pending throughout is counted exactly once): for a
+    /// report every few seconds or on demand, not for every request.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use tokio_wheel::Timer;
+    ///
+    /// let timer = Timer::builder().track_call_sites(true).build().unwrap();
+    /// for _ in 0..3 {
+    ///     let timer = timer.clone();
+    ///     tokio::spawn(async move { timer.sleep(Duration::from_secs(60)).await });
+    /// }
+    /// let retry = timer.schedule(Duration::from_secs(5), || {}).unwrap();
+    /// tokio::task::yield_now().await; // the tasks run: their sleeps register
+    ///
+    /// let sites = timer.pending_by_site();
+    /// for site in &sites {
+    ///     println!("{site}"); // "src/main.rs:9:39: 3 pending", then the retry's line
+    /// }
+    /// let counts: Vec<usize> = sites.iter().map(|site| site.pending()).collect();
+    /// assert_eq!(counts, [3, 1]);
+    /// assert_eq!(sites[1].earliest_deadline(), Some(retry.deadline()));
+    /// # }
+    /// ```
+    pub fn pending_by_site(&self) -> Vec<PendingSite> {
+        match self.sites {
+            Some(_) => self.shared().pending_by_site(),
+            None => Vec::new(),
+        }
     }
 
     /// The timer's resolution: how late, at most, a timer fires (plus the runtime's
@@ -220,11 +293,12 @@ impl Timer {
     /// # Ok(())
     /// # }
     /// ```
+    #[track_caller]
     pub fn schedule<F>(&self, delay: Duration, f: F) -> Result<Scheduled, Error>
     where
         F: FnOnce() + Send + 'static,
     {
-        self.schedule_at(deadline_after(self.shared().now(), delay), f)
+        self.called_from(Location::caller()).schedule(delay, f)
     }
 
     /// Runs `f` once at `deadline` (less than a tick and a millisecond late); see
@@ -249,14 +323,13 @@ impl Timer {
     /// # Ok(())
     /// # }
     /// ```
+    #[track_caller]
     pub fn schedule_at<F>(&self, deadline: Instant, f: F) -> Result<Scheduled, Error>
     where
         F: FnOnce() + Send + 'static,
     {
-        let shared = self.shared();
-        let offset = shared.clock.offset_of(deadline);
-        let (reg, step) = shared.schedule(callback::callback(offset, f))?;
-        Ok(Scheduled::new(self.anchor(), reg, step, offset))
+        self.called_from(Location::caller())
+            .schedule_at(deadline, f)
     }
 
     /// Runs `f` once, `delay` from now, with no handle: as
@@ -289,11 +362,13 @@ impl Timer {
     /// # Ok(())
     /// # }
     /// ```
+    #[track_caller]
     pub fn schedule_detached<F>(&self, delay: Duration, f: F) -> Result<(), Error>
     where
         F: FnOnce() + Send + 'static,
     {
-        self.schedule_detached_at(deadline_after(self.shared().now(), delay), f)
+        self.called_from(Location::caller())
+            .schedule_detached(delay, f)
     }
 
     /// Runs `f` once at `deadline`, with no handle; see [`Timer::schedule_detached`].
@@ -301,19 +376,13 @@ impl Timer {
     /// # Errors
     ///
     /// As [`Timer::schedule`].
+    #[track_caller]
     pub fn schedule_detached_at<F>(&self, deadline: Instant, f: F) -> Result<(), Error>
     where
         F: FnOnce() + Send + 'static,
     {
-        let shared = self.shared();
-        let offset = shared.clock.offset_of(deadline);
-        let mut callback = callback::callback(offset, f);
-        callback.disown();
-        shared.schedule(callback)?;
-        // Counted as pending by `schedule`, so `detach` keeps the timer alive for it,
-        // as `Scheduled::detach` does.
-        shared.keep_alive_while_pending();
-        Ok(())
+        self.called_from(Location::caller())
+            .schedule_detached_at(deadline, f)
     }
 
     /// Waits until the driver has processed every step of the wheel (a quarter tick)
@@ -415,6 +484,113 @@ impl Timer {
     /// ticking once a period, and should check this to stop.
     pub fn is_shutdown(&self) -> bool {
         self.shared().is_shutdown()
+    }
+}
+
+/// A [`Timer`]'s entry points that make timers, for a caller at a given line (see
+/// [`Timer::called_from`]): the line is kept beside each timer it makes if the timer
+/// tracks call sites, and costs nothing otherwise.
+#[derive(Clone, Copy)]
+pub(crate) struct CalledFrom<'a> {
+    timer: &'a Timer,
+    site: Site,
+}
+
+impl CalledFrom<'_> {
+    /// The anchor a future made here holds: the calling thread's shard's, or in a
+    /// timer that tracks call sites, the one of that shard for this line.
+    #[inline(always)]
+    fn anchor(self) -> Arc<Anchor> {
+        match &self.timer.sites {
+            None => self.timer.anchor(),
+            Some(sites) => sites.local(&self.timer.anchors, self.site),
+        }
+    }
+
+    /// [`Timer::sleep`]. Always inlined, as the rest of this path: a timer that
+    /// does not track call sites pays nothing for the line passed along.
+    #[inline(always)]
+    pub(crate) fn sleep(self, duration: Duration) -> Sleep {
+        let anchor = self.anchor();
+        let now = anchor.shared.now();
+        Sleep::after(anchor, now, duration)
+    }
+
+    /// [`Timer::sleep_until`].
+    #[inline(always)]
+    pub(crate) fn sleep_until(self, deadline: Instant) -> Sleep {
+        Sleep::new(self.anchor(), deadline)
+    }
+
+    /// [`Timer::timeout`].
+    pub(crate) fn timeout<F: IntoFuture>(
+        self,
+        duration: Duration,
+        future: F,
+    ) -> Timeout<F::IntoFuture> {
+        Timeout::new(future.into_future(), self.sleep(duration))
+    }
+
+    /// [`Timer::timeout_at`].
+    pub(crate) fn timeout_at<F: IntoFuture>(
+        self,
+        deadline: Instant,
+        future: F,
+    ) -> Timeout<F::IntoFuture> {
+        Timeout::new(future.into_future(), self.sleep_until(deadline))
+    }
+
+    /// [`Timer::interval`].
+    pub(crate) fn interval(self, period: Duration) -> Interval {
+        self.interval_at(self.timer.shared().now(), period)
+    }
+
+    /// [`Timer::interval_at`].
+    pub(crate) fn interval_at(self, start: Instant, period: Duration) -> Interval {
+        Interval::new(self.sleep_until(start), period)
+    }
+
+    /// [`Timer::schedule`].
+    pub(crate) fn schedule<F>(self, delay: Duration, f: F) -> Result<Scheduled, Error>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.schedule_at(deadline_after(self.timer.shared().now(), delay), f)
+    }
+
+    /// [`Timer::schedule_at`].
+    pub(crate) fn schedule_at<F>(self, deadline: Instant, f: F) -> Result<Scheduled, Error>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let shared = self.timer.shared();
+        let offset = shared.clock.offset_of(deadline);
+        let (reg, step) = shared.schedule(callback::callback(offset, f), self.site)?;
+        Ok(Scheduled::new(self.timer.anchor(), reg, step, offset))
+    }
+
+    /// [`Timer::schedule_detached`].
+    pub(crate) fn schedule_detached<F>(self, delay: Duration, f: F) -> Result<(), Error>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.schedule_detached_at(deadline_after(self.timer.shared().now(), delay), f)
+    }
+
+    /// [`Timer::schedule_detached_at`].
+    pub(crate) fn schedule_detached_at<F>(self, deadline: Instant, f: F) -> Result<(), Error>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let shared = self.timer.shared();
+        let offset = shared.clock.offset_of(deadline);
+        let mut callback = callback::callback(offset, f);
+        callback.disown();
+        shared.schedule(callback, self.site)?;
+        // Counted as pending by `schedule`, so `detach` keeps the timer alive for it,
+        // as `Scheduled::detach` does.
+        shared.keep_alive_while_pending();
+        Ok(())
     }
 }
 

@@ -90,7 +90,10 @@ pub(crate) struct Key {
 }
 
 impl Key {
-    /// The slab index the key names (for [`Wheel::at`]).
+    /// The entry's index in the wheel's storage (for [`Wheel::at`], and tables kept
+    /// beside the wheel by index, see [`Wheel::indices`]): unique among the entries
+    /// present.
+    #[inline]
     pub(crate) fn index(self) -> usize {
         self.index as usize
     }
@@ -304,6 +307,13 @@ impl<T> Wheel<T> {
     /// Number of entries present.
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// The storage indices ([`Key::index`]) of the entries present, in no particular
+    /// order. An entry keeps its index from insert until it leaves (a reschedule or a
+    /// move down a level keeps it too).
+    pub(crate) fn indices(&self) -> impl Iterator<Item = usize> + '_ {
+        self.entries.iter().map(|(index, _)| index)
     }
 
     /// Number of slots at level 0: the steps one block of it spans.
@@ -1005,6 +1015,32 @@ mod tests {
         assert_eq!(collect(&mut wheel, 2), Vec::<u32>::new());
         assert_eq!(collect(&mut wheel, 3), vec![30]);
         assert_eq!(wheel.len(), 0);
+    }
+
+    /// The indices of the entries present are their keys' (what tables kept beside
+    /// the wheel by index rely on), through moves down a level and reschedules.
+    #[test]
+    fn indices_are_those_of_the_present_entries_keys() {
+        let mut wheel = Wheel::new(4);
+        let keys: Vec<Key> = [2, 6, 10, 3]
+            .into_iter()
+            .map(|step| wheel.insert(step, step as u32).unwrap())
+            .collect();
+        let indices = |wheel: &Wheel<u32>| {
+            let mut found: Vec<usize> = wheel.indices().collect();
+            found.sort_unstable();
+            found
+        };
+        let mut all: Vec<usize> = keys.iter().map(|key| key.index()).collect();
+        all.sort_unstable();
+        assert_eq!(indices(&wheel), all);
+        assert_eq!(wheel.remove(keys[3], 3), Some(3));
+        wheel.reschedule(keys[1], 6, 9).unwrap();
+        assert_eq!(collect(&mut wheel, 5), vec![2]);
+        // 9 and 10 moved down to level 0 on the way: same indices.
+        let mut left = vec![keys[1].index(), keys[2].index()];
+        left.sort_unstable();
+        assert_eq!(indices(&wheel), left);
     }
 
     #[test]

@@ -16,11 +16,16 @@ use std::time::Duration;
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::thread;
 use tokio_wheel::loom_hooks::{
-    capped_timer, kept_alive, lose_driver, parked_until, shutdown, step_end, timer, turn,
+    capped_timer, kept_alive, lose_driver, parked_until, shutdown, step_end, timer, tracking_timer,
+    turn,
 };
 use tokio_wheel::{DelayQueue, Error, Instant, Scheduled, Sleep, Timer};
 
-const TICK: Duration = Duration::from_millis(10);
+/// An hour: the models' deadlines, steps of a quarter hour apart, are decided by the
+/// turns the models take by hand, never by the real clock (which a `Sleep` and a
+/// `DelayQueue` read to tell whether a deadline has passed), however slow an
+/// iteration is.
+const TICK: Duration = Duration::from_secs(3600);
 
 /// A waker that records being woken, visibly to loom.
 struct Flag(AtomicBool);
@@ -206,11 +211,6 @@ fn scheduled_reset_vs_cancel_cancels() {
     });
 }
 
-/// The tick of the queue models' timers: an hour, so that the real clock, which a
-/// `DelayQueue` reads on each poll, never reaches a model's first step while it runs.
-/// Values come out when the model's own turns say so.
-const QUEUE_TICK: Duration = Duration::from_secs(3600);
-
 fn take<T>(queue: &DelayQueue<T>, waker: &Waker) -> Option<T> {
     match queue.poll_expired(&mut Context::from_waker(waker)) {
         Poll::Ready(Some(expired)) => Some(expired.into_inner()),
@@ -225,7 +225,7 @@ fn take<T>(queue: &DelayQueue<T>, waker: &Waker) -> Option<T> {
 #[test]
 fn delay_queue_consumer_vs_insert_and_expiry_loses_no_wakeup() {
     loom::model(|| {
-        let timer = timer(QUEUE_TICK);
+        let timer = timer(TICK);
         let queue = DelayQueue::with_timer(&timer);
         let producer = {
             let (queue, timer) = (queue.clone(), timer.clone());
@@ -254,7 +254,7 @@ fn delay_queue_consumer_vs_insert_and_expiry_loses_no_wakeup() {
 #[test]
 fn delay_queue_consumer_vs_turn_loses_no_wakeup() {
     loom::model(|| {
-        let timer = timer(QUEUE_TICK);
+        let timer = timer(TICK);
         let queue = DelayQueue::with_timer(&timer);
         queue.insert_at(7u8, in_step(&timer, 1));
         let driver = turn_on_a_thread(&timer, 1);
@@ -273,7 +273,7 @@ fn delay_queue_consumer_vs_turn_loses_no_wakeup() {
 #[test]
 fn delay_queue_two_consumers_take_a_value_once() {
     loom::model(|| {
-        let timer = timer(QUEUE_TICK);
+        let timer = timer(TICK);
         let queue = DelayQueue::with_timer(&timer);
         queue.insert_at(7u8, in_step(&timer, 1));
         let driver = turn_on_a_thread(&timer, 1);
@@ -300,7 +300,7 @@ fn delay_queue_two_consumers_take_a_value_once() {
 #[test]
 fn delay_queue_reset_vs_take_exactly_once() {
     loom::model(|| {
-        let timer = timer(QUEUE_TICK);
+        let timer = timer(TICK);
         let queue = DelayQueue::with_timer(&timer);
         let key = queue.insert_at(7u8, in_step(&timer, 1));
         turn(&timer, 1);
@@ -328,7 +328,7 @@ fn delay_queue_reset_vs_take_exactly_once() {
 #[test]
 fn delay_queue_consumer_giving_up_vs_turn_wakes_the_other() {
     loom::model(|| {
-        let timer = timer(QUEUE_TICK);
+        let timer = timer(TICK);
         let queue = DelayQueue::with_timer(&timer);
         queue.insert_at(7u8, in_step(&timer, 1));
         let (stays, stays_waker) = flag();
@@ -360,7 +360,7 @@ fn delay_queue_consumer_giving_up_vs_turn_wakes_the_other() {
 #[test]
 fn delay_queue_waiting_consumer_vs_turn_and_shutdown_is_woken() {
     loom::model(|| {
-        let timer = timer(QUEUE_TICK);
+        let timer = timer(TICK);
         let queue = DelayQueue::with_timer(&timer);
         queue.insert_at(7u8, in_step(&timer, 1));
         let (woken, waker) = flag();
@@ -506,5 +506,39 @@ fn schedule_vs_schedule_at_capacity_refuses_only_for_a_pending_callback() {
             other.as_ref().err()
         );
         assert_eq!(timer.pending(), 1);
+    });
+}
+
+/// Call sites: a timer's storage index is reused at once by the next timer of its
+/// shard, whose line is written beside it in the same critical section as the
+/// insert, so a count taken meanwhile never names the line of a timer that is gone.
+#[test]
+fn pending_by_site_vs_a_reused_index_never_names_a_gone_timer() {
+    loom::model(|| {
+        let timer = tracking_timer(TICK);
+        let (_, waker) = flag();
+        let mut gone = timer.sleep_until(in_step(&timer, 3));
+        assert!(poll(&mut gone, &waker).is_pending());
+        let gone_line = timer.pending_by_site()[0].location().line();
+        drop(gone); // its index is free, its tag stale
+        let other = timer.clone();
+        let registers = thread::spawn(move || {
+            let (_, waker) = flag();
+            let mut sleep = other.sleep_until(in_step(&other, 5));
+            assert!(poll(&mut sleep, &waker).is_pending());
+            sleep
+        });
+        let seen = timer.pending_by_site();
+        assert!(seen.len() <= 1, "{seen:?}");
+        for site in &seen {
+            assert_ne!(site.location().line(), gone_line, "a gone timer's line");
+            assert_eq!(site.pending(), 1);
+        }
+        let sleep = registers.join().unwrap();
+        let now = timer.pending_by_site();
+        assert_eq!(now.len(), 1);
+        assert_ne!(now[0].location().line(), gone_line);
+        drop(sleep);
+        assert!(timer.pending_by_site().is_empty());
     });
 }

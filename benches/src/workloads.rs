@@ -86,10 +86,26 @@ const SECOND: Duration = Duration::from_secs(1);
 ///
 /// For [`Peer::TokioAlt`]: Tokio's alt timer is for multi-thread runtimes only.
 pub fn churn(peer: Peer, iters: u32, pending: usize) -> f64 {
+    churn_on(peer, iters, pending, Timer::new)
+}
+
+/// *churn* on a timer that tracks call sites (`Builder::track_call_sites(true)`), for
+/// this crate's peers: what tracking costs an op.
+pub fn churn_tracking_sites(peer: Peer, iters: u32, pending: usize) -> f64 {
+    assert!(peer.is_wheel(), "call sites are this crate's");
+    churn_on(peer, iters, pending, tracking_timer)
+}
+
+/// A default timer that tracks call sites.
+fn tracking_timer() -> Timer {
+    Timer::builder().track_call_sites(true).build().unwrap()
+}
+
+fn churn_on(peer: Peer, iters: u32, pending: usize, build: fn() -> Timer) -> f64 {
     let rt = current_thread(peer.runtime());
     let _enter = rt.enter();
     let mut cx = Context::from_waker(noop_waker_ref());
-    let timer = rt.block_on(async { Timer::new() });
+    let timer = rt.block_on(async { build() });
     let mut held_ours: Vec<_> = Vec::new();
     let mut held_tokio: Vec<_> = Vec::new();
     for _ in 0..pending {
@@ -146,6 +162,16 @@ pub const LATER: Duration = Duration::from_secs(120);
 ///
 /// For a peer other than this crate's or `tokio::time` on a current-thread runtime.
 pub fn churn_later(peer: Peer, iters: u32, pending: usize) -> f64 {
+    churn_later_on(peer, iters, pending, Timer::new)
+}
+
+/// *churn-later* on a timer that tracks call sites, for this crate's peers.
+pub fn churn_later_tracking_sites(peer: Peer, iters: u32, pending: usize) -> f64 {
+    assert!(peer.is_wheel(), "call sites are this crate's");
+    churn_later_on(peer, iters, pending, tracking_timer)
+}
+
+fn churn_later_on(peer: Peer, iters: u32, pending: usize, build: fn() -> Timer) -> f64 {
     assert!(
         peer.is_wheel() || matches!(peer, Peer::TokioIo | Peer::TokioTimeOnly),
         "{} has no churn-later",
@@ -153,7 +179,7 @@ pub fn churn_later(peer: Peer, iters: u32, pending: usize) -> f64 {
     );
     let rt = current_thread(peer.runtime());
     rt.block_on(async move {
-        let timer = Timer::new();
+        let timer = build();
         let mut cx = Context::from_waker(noop_waker_ref());
         let mut held_ours = Vec::new();
         let mut held_tokio = Vec::new();
@@ -465,6 +491,17 @@ pub struct Memory {
 /// *memory* for this crate and `tokio::time`. Needs [`Counting`] as the global
 /// allocator.
 pub fn memory(peer: Peer) -> Memory {
+    memory_on(peer, Timer::new)
+}
+
+/// *memory* for this crate on a timer that tracks call sites (every sleep from one
+/// line). Needs [`Counting`] as the global allocator.
+pub fn memory_tracking_sites(peer: Peer) -> Memory {
+    assert!(peer.is_wheel(), "call sites are this crate's");
+    memory_on(peer, tracking_timer)
+}
+
+fn memory_on(peer: Peer, build: fn() -> Timer) -> Memory {
     const N: usize = 1_000_000;
     assert!(
         peer.is_wheel() || peer.is_tokio(),
@@ -476,7 +513,7 @@ pub fn memory(peer: Peer) -> Memory {
     let rt = current_thread(peer.runtime());
     let _enter = rt.enter();
     let mut cx = Context::from_waker(noop_waker_ref());
-    let timer = rt.block_on(async { Timer::new() });
+    let timer = rt.block_on(async { build() });
     if peer.is_tokio() {
         let mut sleeps = Vec::with_capacity(N);
         let before = heap();

@@ -1,11 +1,14 @@
 //! The references handles hold a timer by: one [`Anchor`] per shard, each with a
 //! reference count of its own, and room for the one `Sleep` that holds an anchor
-//! alone to keep its [`Fallback`] in.
+//! alone to keep its [`Fallback`] in; in a timer that tracks call sites, one per
+//! shard and call site too ([`SiteAnchors`]), which is how a `Sleep` knows its line.
 
 use std::sync::Arc;
 
 use super::fallback::Fallback;
 use super::shared::{thread_shard, Shared};
+use crate::sites::{address, BySite, Site};
+use crate::sync::{lock, Mutex};
 
 /// A strong reference to [`Shared`] with a reference count of its own, one per shard.
 ///
@@ -17,34 +20,41 @@ use super::shared::{thread_shard, Shared};
 ///
 /// A `Sleep` that meets a wheel that no longer turns takes an anchor of its own and
 /// keeps its [`Fallback`] there: in the room the alignment leaves, so that neither a
-/// `Sleep` nor a shared anchor grows for it.
+/// `Sleep` nor a shared anchor grows for it. The line that made a `Sleep`, in a timer
+/// that tracks call sites, is in that room too: the `Sleep` registers (on its first
+/// poll, and again after it fired and was reset) long after its maker returned, and
+/// its 24 bytes have no room left.
 #[repr(align(128))] // the counts (at the start of the Arc) alone in their cache lines
 pub(crate) struct Anchor {
     pub(crate) shared: Arc<Shared>,
     /// Only in an anchor one `Sleep` holds alone.
     pub(crate) fallback: Option<Fallback>,
+    /// The line that made the `Sleep`s holding this anchor: `Some` only in the anchors
+    /// of [`SiteAnchors`].
+    pub(crate) site: Option<Site>,
 }
 
-/// A clone holds the same timer and no fallback: what `Arc::make_mut` gives a `Sleep`
-/// that needs an anchor of its own.
+/// A clone holds the same timer, for the same line, and no fallback: what
+/// `Arc::make_mut` gives a `Sleep` that needs an anchor of its own.
 impl Clone for Anchor {
     fn clone(&self) -> Self {
-        Anchor::new(self.shared.clone())
+        Anchor::new(self.shared.clone(), self.site)
     }
 }
 
 impl Anchor {
-    fn new(shared: Arc<Shared>) -> Anchor {
+    fn new(shared: Arc<Shared>, site: Option<Site>) -> Anchor {
         Anchor {
             shared,
             fallback: None,
+            site,
         }
     }
 
     /// One anchor per shard of `shared`.
     pub(crate) fn all(shared: &Arc<Shared>) -> Arc<[Arc<Anchor>]> {
         (0..shared.shards.len())
-            .map(|_| Arc::new(Anchor::new(shared.clone())))
+            .map(|_| Arc::new(Anchor::new(shared.clone(), None)))
             .collect()
     }
 
@@ -52,6 +62,46 @@ impl Anchor {
     #[inline]
     pub(crate) fn local(anchors: &[Arc<Anchor>]) -> Arc<Anchor> {
         anchors[thread_shard(anchors.len())].clone()
+    }
+}
+
+/// The anchors of a timer that tracks call sites, per shard and line, made on a
+/// line's first use on a shard and kept for the timer's life (by its `Timer`
+/// handles, not by [`Shared`], which the anchors hold).
+///
+/// Per shard, as [`Anchor`]s are: a thread looks its line up under its own shard's
+/// lock (uncontended but for threads beyond the shard count) and counts on its own
+/// shard's anchor, so threads making timers at one line do not pass a cache line
+/// between them.
+pub(crate) struct SiteAnchors {
+    by_shard: Box<[Mutex<BySite<Arc<Anchor>>>]>,
+}
+
+impl std::fmt::Debug for SiteAnchors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SiteAnchors")
+            .field("shards", &self.by_shard.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SiteAnchors {
+    /// No anchors yet, for a timer with `shards` shards.
+    pub(crate) fn new(shards: usize) -> SiteAnchors {
+        SiteAnchors {
+            by_shard: (0..shards).map(|_| Mutex::new(BySite::default())).collect(),
+        }
+    }
+
+    /// The anchor of `site` on the calling thread's shard; `anchors` are the timer's
+    /// (from [`Anchor::all`]), the shared state taken from them on a line's first use.
+    pub(crate) fn local(&self, anchors: &[Arc<Anchor>], site: Site) -> Arc<Anchor> {
+        let shard = thread_shard(self.by_shard.len());
+        let mut by_site = lock(&self.by_shard[shard]);
+        by_site
+            .entry(address(site))
+            .or_insert_with(|| Arc::new(Anchor::new(anchors[shard].shared.clone(), Some(site))))
+            .clone()
     }
 }
 

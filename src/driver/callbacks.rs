@@ -12,8 +12,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
-use super::shared::{Registration, Shared, RETAIN};
+use super::shared::{drop_released, Registration, Shared};
 use crate::callback::{run_caught, Callback};
+use crate::sites::{ShardTags, Site, Tag};
 use crate::sync::{lock, AtomicU64};
 use crate::wheel::{InsertError, MAX_ENTRIES, MAX_STEP};
 use crate::{Error, Executor};
@@ -121,9 +122,14 @@ impl Drop for Job {
 }
 
 impl Shared {
-    /// Registers a callback due at its deadline; returns where it is and the step it
-    /// is due at, which together name it (see [`wheel`](crate::wheel)).
-    pub(crate) fn schedule(&self, callback: Callback) -> Result<(Registration, u64), Error> {
+    /// Registers a callback due at its deadline, made at `site` (kept if the timer
+    /// tracks call sites); returns where it is and the step it is due at, which
+    /// together name it (see [`wheel`](crate::wheel)).
+    pub(crate) fn schedule(
+        &self,
+        callback: Callback,
+        site: Site,
+    ) -> Result<(Registration, u64), Error> {
         let step = self.clock.step_at_offset(callback.deadline());
         let (index, shard) = self.local();
         let mut wheels = lock(&shard.wheels);
@@ -157,8 +163,13 @@ impl Shared {
             drop(callback);
             return Err(error);
         }
+        let deadline = callback.deadline();
         match wheels.callbacks.insert(step, callback) {
             Ok(key) => {
+                if self.track_call_sites {
+                    let tags = ShardTags::of(&mut wheels.tags);
+                    tags.callbacks.set(key.index(), Tag { site, deadline });
+                }
                 drop(wheels);
                 self.parking.notify_if_earlier(step);
                 Ok((Registration { shard: index, key }, step))
@@ -223,13 +234,16 @@ impl Shared {
         };
         place.step.store(step | CANCELLED, Ordering::Release);
         wheels.cancelled += 1;
-        let released = wheels.callbacks.release_if_empty(RETAIN);
+        let released = wheels.release_callbacks();
         drop(wheels);
         // Counted out before the closure is dropped, as an expiry is before it runs:
         // its captures may schedule again, and the room is free at once.
         self.callbacks_left(1);
         // The closure is dropped here, after the lock: its captures may do anything.
-        drop((removed, released));
+        drop(removed);
+        if let Some(released) = released {
+            drop_released(released);
+        }
         true
     }
 
@@ -259,6 +273,9 @@ impl Shared {
             Ok(()) => {
                 if let Some(callback) = wheels.callbacks.get_mut(reg.key, to) {
                     callback.set_deadline(offset);
+                }
+                if let Some(tags) = &mut wheels.tags {
+                    tags.callbacks.moved(reg.key.index(), offset);
                 }
                 place.step.store(to, Ordering::Release);
                 place.deadline.store(offset as u64, Ordering::Release);

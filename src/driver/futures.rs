@@ -9,7 +9,8 @@ use std::sync::atomic::Ordering;
 use std::task::Waker;
 use std::time::Duration;
 
-use super::shared::{Registration, Shared, RETAIN};
+use super::shared::{drop_released, Registration, Shared};
+use crate::sites::{ShardTags, Site, Tag};
 use crate::sync::lock;
 use crate::wheel::InsertError;
 
@@ -64,9 +65,16 @@ impl Shared {
         (now >= deadline).then(|| now - deadline)
     }
 
-    /// Registers a future's waker at `step`.
+    /// Registers a future's waker at `step`, with the line that made it (`Some` iff
+    /// the timer tracks call sites) and its `deadline` (an offset) beside the entry.
     #[inline]
-    pub(crate) fn register(&self, step: u64, waker: &Waker) -> Registered {
+    pub(crate) fn register(
+        &self,
+        step: u64,
+        waker: &Waker,
+        site: Option<Site>,
+        deadline: i64,
+    ) -> Registered {
         let (index, shard) = self.local();
         let mut wheels = lock(&shard.wheels);
         if self.shutdown.load(Ordering::SeqCst) {
@@ -74,6 +82,11 @@ impl Shared {
         }
         match wheels.futures.insert(step, waker.clone()) {
             Ok(key) => {
+                debug_assert_eq!(site.is_some(), self.track_call_sites, "a line iff tracking");
+                if let Some(site) = site {
+                    let tags = ShardTags::of(&mut wheels.tags);
+                    tags.futures.set(key.index(), Tag { site, deadline });
+                }
                 drop(wheels);
                 self.parking.notify_if_earlier(step);
                 Registered::Pending(Registration { shard: index, key })
@@ -142,12 +155,14 @@ impl Shared {
             Leaving::Reset => wheels.reset += left,
             Leaving::Due(_) => {}
         }
-        let released = wheels.futures.release_if_empty(RETAIN);
+        let released = wheels.release_futures();
         drop(wheels);
         if let (Leaving::Due(late), 1) = (leaving, left) {
             self.count_fired(late);
         }
-        drop(released);
+        if let Some(released) = released {
+            drop_released(released);
+        }
         removed
     }
 
@@ -158,12 +173,16 @@ impl Shared {
             .contains(reg.key, step)
     }
 
-    /// Moves `reg` from `step` to `to`. Returns `false` (and wakes the entry's task)
-    /// when the entry has already fired or `to` has already been processed.
-    pub(crate) fn reschedule(&self, reg: Registration, step: u64, to: u64) -> bool {
+    /// Moves `reg` from `step` to `to`, the step of the new `deadline` (an offset).
+    /// Returns `false` (and wakes the entry's task) when the entry has already fired or
+    /// `to` has already been processed.
+    pub(crate) fn reschedule(&self, reg: Registration, step: u64, to: u64, deadline: i64) -> bool {
         let mut wheels = lock(&self.shard(reg).wheels);
         match wheels.futures.reschedule(reg.key, step, to) {
             Ok(()) => {
+                if let Some(tags) = &mut wheels.tags {
+                    tags.futures.moved(reg.key.index(), deadline);
+                }
                 wheels.reset += 1;
                 drop(wheels);
                 self.parking.notify_if_earlier(to);

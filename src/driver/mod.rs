@@ -23,7 +23,8 @@
 //!   to their executor.
 //! * `fallback.rs` — timing a `Sleep` once the wheel no longer turns (shut down, its
 //!   runtime gone): never early, on another clock.
-//! * `anchor.rs` — the per-shard references handles hold the timer by.
+//! * `anchor.rs` — the per-shard references handles hold the timer by, and, in a
+//!   timer that tracks call sites, those per shard and line.
 //! * `turn.rs` — one turn: advance the shards, fire, finish the turn.
 //! * `shutdown.rs` — shutdown and the driver's loss, one walk over the shards.
 //! * `task.rs` — the Tokio task that turns, and when it asks Tokio to wake it.
@@ -57,7 +58,7 @@ mod shutdown;
 mod task;
 mod turn;
 
-pub(crate) use anchor::Anchor;
+pub(crate) use anchor::{Anchor, SiteAnchors};
 pub(crate) use callbacks::{CallbackState, Place};
 pub(crate) use futures::Registered;
 pub(crate) use shared::{Registration, Shared, REGISTRATION_BITS};

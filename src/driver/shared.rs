@@ -22,9 +22,10 @@ use super::runtime::DriverRuntime;
 use crate::callback::{run_caught, Callback};
 use crate::clock::{Clock, STEPS_PER_TICK};
 use crate::config::{Config, MAX_WHEEL_SIZE};
+use crate::sites::{PendingSite, ShardTags, Tag, Tally};
 use crate::stats::Lateness;
 use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex};
-use crate::wheel::{Key, Wheel, KEY_BITS};
+use crate::wheel::{Entry, Key, Wheel, KEY_BITS};
 use crate::{Executor, Stats};
 
 /// Entries' storage a shard keeps when it empties (~200 KiB); beyond that it is freed,
@@ -70,6 +71,9 @@ const _: () = assert!(crate::config::MAX_SHARDS <= 1 << SHARD_BITS);
 pub(crate) struct Wheels {
     pub(super) futures: Wheel<Waker>,
     pub(super) callbacks: Wheel<Callback>,
+    /// Which line made each entry of `futures`, and each of `callbacks`, by storage
+    /// index: `None` unless the timer tracks call sites (see [`ShardTags`]).
+    pub(super) tags: Option<Box<ShardTags>>,
     /// The callbacks shutdown took out unrun, as `(key bits, step)`, sorted: how a
     /// `Scheduled` tells "returned by shutdown" from "handed to its executor" once its
     /// entry is gone. Empty until shutdown.
@@ -92,6 +96,7 @@ impl Wheels {
         Wheels {
             futures: Wheel::new(slots),
             callbacks: Wheel::new(slots),
+            tags: None,
             unfired: Vec::new(),
             cancelled: 0,
             reset: 0,
@@ -103,6 +108,29 @@ impl Wheels {
         self.futures.len() + self.callbacks.len()
     }
 
+    /// The futures' wheel's storage and tags, if it has emptied and holds more than
+    /// [`RETAIN`] entries' room: for the caller to drop after the lock.
+    #[inline]
+    pub(super) fn release_futures(&mut self) -> Option<Released<Waker>> {
+        let storage = self.futures.release_if_empty(RETAIN)?;
+        let tags = self
+            .tags
+            .as_mut()
+            .and_then(|tags| tags.futures.release(RETAIN));
+        Some((storage, tags))
+    }
+
+    /// As [`release_futures`](Wheels::release_futures), for the callbacks' wheel.
+    #[inline]
+    pub(super) fn release_callbacks(&mut self) -> Option<Released<Callback>> {
+        let storage = self.callbacks.release_if_empty(RETAIN)?;
+        let tags = self
+            .tags
+            .as_mut()
+            .and_then(|tags| tags.callbacks.release(RETAIN));
+        Some((storage, tags))
+    }
+
     pub(super) fn next_expiration(&self) -> Option<u64> {
         match (
             self.futures.next_expiration(),
@@ -112,6 +140,18 @@ impl Wheels {
             (a, b) => a.or(b),
         }
     }
+}
+
+/// A wheel's storage and tags that [`Wheels::release_futures`] or
+/// [`Wheels::release_callbacks`] gave back.
+pub(super) type Released<T> = (slab::Slab<Entry<T>>, Option<Vec<Option<Tag>>>);
+
+/// Drops what a wheel gave back, out of line: the check for it is inline, and it is
+/// rare (a burst's storage, once the wheel empties).
+#[cold]
+#[inline(never)]
+pub(super) fn drop_released<T>(released: Released<T>) {
+    drop(released);
 }
 
 /// Two wheels and their lock. Registrations go to the shard of the registering thread,
@@ -165,6 +205,9 @@ pub(crate) struct Shared {
     /// The driver's turns and its stop: what `catch_up` and `shutdown` wait on.
     pub(super) progress: Progress,
     pub(super) counters: Counters,
+    /// Whether handles tag the entries they insert with the line that made them
+    /// (`Builder::track_call_sites`); fixed for the timer's life.
+    pub(crate) track_call_sites: bool,
 }
 
 impl fmt::Debug for Shared {
@@ -218,6 +261,7 @@ impl Shared {
             rejected: Mutex::new(Vec::new()),
             progress: Progress::new(),
             counters: Counters::default(),
+            track_call_sites: config.track_call_sites,
         })
     }
 
@@ -251,7 +295,13 @@ impl Shared {
             .iter()
             .map(|s| {
                 let wheels = lock(&s.wheels);
-                wheels.futures.heap_bytes() + wheels.callbacks.heap_bytes()
+                wheels.futures.heap_bytes()
+                    + wheels.callbacks.heap_bytes()
+                    + wheels.tags.as_ref().map_or(0, |tags| {
+                        size_of::<ShardTags>()
+                            + tags.futures.heap_bytes()
+                            + tags.callbacks.heap_bytes()
+                    })
             })
             .sum();
         std::mem::size_of_val(&*self.shards) + wheels
@@ -290,6 +340,31 @@ impl Shared {
             executor_rejections: self.counters.rejections.load(Ordering::Relaxed),
             stranded_callbacks: self.counters.stranded.load(Ordering::Relaxed),
         }
+    }
+
+    /// The pending timers by the line that made them, most first (see
+    /// [`Tally::into_sites`]): every entry present, each shard read under its lock
+    /// (so a timer pending throughout is counted once, exactly). Empty if the timer
+    /// does not track call sites, whose entries carry no tags.
+    pub(crate) fn pending_by_site(&self) -> Vec<PendingSite> {
+        if !self.track_call_sites {
+            return Vec::new();
+        }
+        let mut tally = Tally::default();
+        for shard in self.shards.iter() {
+            let wheels = lock(&shard.wheels);
+            let none = ShardTags::default();
+            let tags = wheels.tags.as_deref().unwrap_or(&none);
+            let futures = wheels.futures.indices().map(|i| tags.futures.get(i));
+            let callbacks = wheels.callbacks.indices().map(|i| tags.callbacks.get(i));
+            for tag in futures.chain(callbacks) {
+                debug_assert!(tag.is_some(), "every entry of a tracking timer has its tag");
+                if let Some(tag) = tag {
+                    tally.add(tag);
+                }
+            }
+        }
+        tally.into_sites(|offset| self.clock.instant_at(offset))
     }
 
     /// "Now" for a deadline given relative to it, on the clock the driver follows,
@@ -432,7 +507,7 @@ mod tests {
                 let idle = shared.heap_bytes();
                 assert!(idle <= shards * 1024, "{shards} shards: {idle} bytes idle");
                 let waker = std::task::Waker::noop();
-                let Registered::Pending(_) = shared.register(2, waker) else {
+                let Registered::Pending(_) = shared.register(2, waker, None, 0) else {
                     panic!("step 2 is pending");
                 };
                 let level0 = wheel_size * STEPS_PER_TICK.min(MAX_WHEEL_SIZE / wheel_size);

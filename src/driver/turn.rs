@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::shared::{Shared, RETAIN};
+use super::shared::Shared;
 use crate::callback::Callback;
 use crate::clock::Clock;
 use crate::stats::{Lateness, LatenessCounts};
@@ -176,10 +176,7 @@ impl Shared {
                         && shard.elapsed.load(Ordering::Relaxed) == wheels.futures.elapsed()),
                 "after a shard's turn its two wheels and their mirror agree on the elapsed step"
             );
-            let released = (
-                wheels.futures.release_if_empty(RETAIN),
-                wheels.callbacks.release_if_empty(RETAIN),
-            );
+            let released = (wheels.release_futures(), wheels.release_callbacks());
             drop(wheels);
             drop(released);
         }
@@ -271,7 +268,7 @@ mod tests {
         let waker = Waker::from(woken.clone());
         // Due at step 2: after the driver's clock read (the end of step 1), before the
         // call (the caller's clock reads the end of step 3).
-        let Registered::Pending(_) = shared.register(2, &waker) else {
+        let Registered::Pending(_) = shared.register(2, &waker, None, 0) else {
             panic!("step 2 is pending");
         };
         let mut catch_up = Box::pin(shared.catch_up());

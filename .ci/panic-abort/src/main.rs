@@ -12,7 +12,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_wheel::io::TimeoutStream;
 use tokio_wheel::{
     Builder, DelayQueue, Elapsed, Error, Executor, Expired, Instant, Interval, Key, Lateness,
-    MissedTickBehavior, NextExpired, Scheduled, Sleep, Stats, Timeout, Timer, TryInsertError,
+    MissedTickBehavior, NextExpired, PendingSite, Scheduled, Sleep, Stats, Timeout, Timer,
+    TryInsertError,
     Unfired,
 };
 
@@ -33,6 +34,7 @@ fn main() {
         intervals(&timer).await;
         callbacks(&timer).await;
         stats(&timer);
+        call_sites().await;
         default_timer().await;
         hyper_timer(&timer).await;
         tower_layer(&timer).await;
@@ -198,6 +200,44 @@ fn stats(timer: &Timer) {
         lateness.at_most(MS),
         format!("{stats:?}"),
     );
+}
+
+async fn call_sites() {
+    let timer = Timer::builder()
+        .track_call_sites(true)
+        .build()
+        .expect("valid settings");
+    let mut sleep = timer.sleep(MS * 20);
+    let mut timeout = timer.timeout_at(Instant::now() + MS * 20, std::future::pending::<()>());
+    let mut interval = timer.interval_at(Instant::now() + MS * 20, MS * 20);
+    let scheduled = timer.schedule_at(Instant::now() + MS * 20, || {});
+    timer.schedule_detached(MS * 20, || {}).expect("scheduled");
+    poll_fn(|cx| {
+        assert!(std::future::Future::poll(Pin::new(&mut sleep), cx).is_pending());
+        assert!(std::future::Future::poll(Pin::new(&mut timeout), cx).is_pending());
+        assert!(interval.poll_tick(cx).is_pending());
+        std::task::Poll::Ready(())
+    })
+    .await;
+    let sites: Vec<PendingSite> = timer.pending_by_site();
+    assert_eq!(sites.len(), 5);
+    for site in &sites {
+        assert_eq!(site.pending(), 1);
+        assert_eq!(site.location().file(), file!());
+        assert!(site.earliest_deadline().is_some());
+        let _ = format!("{site} {site:?}");
+    }
+    drop(scheduled);
+    std::pin::Pin::new(&mut sleep).reset(Instant::now());
+    (&mut sleep).await;
+    assert_eq!(timer.pending_by_site().len(), 3);
+    // Shut down: nothing pending, and a sleep made now is timed elsewhere.
+    let unfired = timer.shutdown().await;
+    assert_eq!(unfired.len(), 1);
+    assert!(timer.pending_by_site().is_empty());
+    timer.sleep(MS).await;
+    // The default timer's, empty unless TOKIO_WHEEL_TRACK_CALL_SITES is set.
+    let _ = tokio_wheel::pending_by_site();
 }
 
 async fn default_timer() {

@@ -7,9 +7,10 @@
 //! Tokio's alt timer. `compare churn-mt`, `compare churn-later`, `compare heartbeat`,
 //! `compare callbacks`, `compare callbacks-spread`, `compare rpc`, `compare keyed` or
 //! `compare keyed-io` (its idle-I/O rows) prints those rows alone; the idle row always
-//! runs in a process of its own. The targets checked are those of docs/BENCHMARKS.md.
-//! The criterion benches (`cargo bench -p tokio-wheel-benches`) measure the same
-//! workloads with more care.
+//! runs in a process of its own. `compare sites` prints the memory a pending sleep
+//! costs with call-site tracking off and on (heap bytes counted, nothing timed). The
+//! targets checked are those of docs/BENCHMARKS.md. The criterion benches (`cargo
+//! bench -p tokio-wheel-benches`) measure the same workloads with more care.
 
 use std::time::{Duration, Instant};
 
@@ -17,7 +18,7 @@ use tokio_wheel_benches::runtimes::Flavor;
 use tokio_wheel_benches::workloads::rpc::{Echo, PerRequest, ReadTimeout};
 use tokio_wheel_benches::workloads::{
     callbacks, callbacks_floor, callbacks_spread, churn, churn_floor, churn_free, churn_later,
-    churn_mt, expiry, heartbeat, idle, memory, Callbacks, Counting, Peer,
+    churn_mt, expiry, heartbeat, idle, memory, memory_tracking_sites, Callbacks, Counting, Peer,
 };
 use tokio_wheel_benches::{alt_timer, median_interval, percentile, Spread};
 
@@ -46,6 +47,9 @@ fn main() {
     }
     if args.first().map(String::as_str) == Some("keyed-io") {
         return io_rows();
+    }
+    if args.first().map(String::as_str) == Some("sites") {
+        return sites_rows();
     }
     let alt = match args.first().map(String::as_str) {
         Some("rpc" | "idle" | "callbacks" | "callbacks-spread" | "churn-later" | "heartbeat") => {
@@ -456,6 +460,25 @@ fn memory_row(targets: &mut Targets) {
             "{:.1} B ({} + {:.1}) against {:.1} B",
             ours.total, ours.size_of, ours.heap, tokio.total
         ),
+    );
+}
+
+/// Memory per pending sleep with call-site tracking off and on: heap bytes counted by
+/// the allocator, exact, whatever the machine's load.
+fn sites_rows() {
+    let off = memory(Peer::WheelIo);
+    let on = memory_tracking_sites(Peer::WheelIo);
+    println!("| memory per pending sleep at 1M, B | tracking off | tracking on | on − off |");
+    println!("|---|---|---|---|");
+    println!(
+        "| future + timer heap | {:.1} ({} + {:.1}) | {:.1} ({} + {:.1}) | {:.1} |",
+        off.total,
+        off.size_of,
+        off.heap,
+        on.total,
+        on.size_of,
+        on.heap,
+        on.total - off.total
     );
 }
 

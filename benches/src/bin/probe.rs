@@ -18,6 +18,9 @@
 //!   `schedule_detached_at`, inline executor, 10 ms tick; Tokio: a task that
 //!   `sleep_until`s the deadline, then runs it), deadlines 1 µs apart.
 //! * `handles`: the same through `schedule_at(..)?.detach()` (this crate's peers only).
+//! * `churn-sites`, `later-sites`: the same on a timer that tracks call sites
+//!   (`Builder::track_call_sites(true)`), for the `wheel-*` peers. For `free`, set
+//!   `TOKIO_WHEEL_TRACK_CALL_SITES=1` in the environment instead.
 //!
 //! Peers: `wheel-io`, `wheel-time`, `tokio-io`, `tokio-time`.
 //!
@@ -27,14 +30,15 @@
 
 use tokio_wheel_benches::workloads::keyed::{idle_io, IdleIo};
 use tokio_wheel_benches::workloads::{
-    callbacks_one_thread, churn, churn_free, churn_later, Callbacks, Peer,
+    callbacks_one_thread, churn, churn_free, churn_later, churn_later_tracking_sites,
+    churn_tracking_sites, Callbacks, Peer,
 };
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [workload, peer, ops, rest @ ..] = &args[..] else {
         eprintln!(
-            "usage: probe churn|free|later|callbacks|handles wheel-io|wheel-time|tokio-io|tokio-time <ops> [pending]\n       \
+            "usage: probe churn|free|later|churn-sites|later-sites|callbacks|handles wheel-io|wheel-time|tokio-io|tokio-time <ops> [pending]\n       \
              probe io plain|read|idle|tokio-io-timeout <ops>"
         );
         std::process::exit(2);
@@ -74,6 +78,8 @@ fn main() {
             assert!(peer.is_wheel(), "handles are this crate's");
             callbacks_one_thread(Callbacks::Handles, peer.runtime(), ops)
         }
+        "churn-sites" => drop(churn_tracking_sites(peer, ops, pending)),
+        "later-sites" => drop(churn_later_tracking_sites(peer, ops, pending)),
         other => panic!("unknown workload {other}"),
     }
 }
