@@ -1,5 +1,5 @@
-//! Callbacks: `schedule`, `Scheduled`, executors, panics, capacity, shutdown,
-//! re-entrancy. Paused clock unless a test needs real threads to be slow.
+//! Callbacks: `schedule`, `Scheduled`, executors, panics, shutdown, re-entrancy.
+//! Paused clock unless a test needs real threads to be slow.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -371,33 +371,6 @@ async fn a_job_handed_back_as_the_last_handle_goes_runs_on_the_runtime() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn capacity_refuses_then_frees_on_cancel_and_expiry() {
-    let timer = Timer::builder().tick(TICK).max_pending(2).build().unwrap();
-    let a = timer.schedule(Duration::from_secs(1), || {}).unwrap();
-    let _b = timer.schedule(Duration::from_millis(50), || {}).unwrap();
-    assert_eq!(
-        timer.schedule(Duration::from_secs(1), || {}).unwrap_err(),
-        Error::AtCapacity { max: 2 }
-    );
-    // Futures are not counted against max_pending and never refused.
-    let mut sleep = timer.sleep(Duration::from_secs(1));
-    assert!(futures::poll!(&mut sleep).is_pending());
-    assert_eq!(timer.pending(), 3);
-    assert!(a.cancel());
-    let c = timer.schedule(Duration::from_secs(1), || {}).unwrap();
-    assert!(timer.schedule(Duration::from_secs(1), || {}).is_err());
-    tokio::time::sleep(Duration::from_millis(60)).await; // _b expires
-    let d = timer.schedule(Duration::from_secs(1), || {}).unwrap();
-    assert_eq!(timer.pending(), 3);
-    drop((c, d));
-    let zero = Timer::builder().max_pending(0).build().unwrap();
-    assert_eq!(
-        zero.schedule(TICK, || {}).unwrap_err(),
-        Error::AtCapacity { max: 0 }
-    );
-}
-
-#[tokio::test(start_paused = true)]
 async fn after_shutdown_handles_still_tell_expired_from_unfired() {
     let timer = timer_with(Executor::Inline);
     let ran = timer.schedule(TICK, || ()).unwrap();
@@ -700,26 +673,6 @@ async fn cancel_meets_every_state_exactly_once() {
     );
 }
 
-/// An expiry frees capacity before the callback runs, so a heartbeat can re-arm itself
-/// even at `max_pending(1)`.
-#[tokio::test(start_paused = true)]
-async fn a_callback_rearms_itself_at_capacity_one() {
-    let timer = Timer::builder().tick(TICK).max_pending(1).build().unwrap();
-    let beats = Arc::new(AtomicUsize::new(0));
-    fn beat(timer: Timer, beats: Arc<AtomicUsize>) {
-        if beats.fetch_add(1, Ordering::SeqCst) < 3 {
-            let next = timer.clone();
-            timer
-                .schedule(TICK, move || beat(next, beats))
-                .expect("capacity freed by the expiry")
-                .detach();
-        }
-    }
-    beat(timer.clone(), beats.clone());
-    tokio::time::sleep(TICK * 10).await;
-    assert_eq!(beats.load(Ordering::SeqCst), 4);
-}
-
 #[tokio::test(start_paused = true)]
 async fn detached_without_a_handle_fires_once_on_time_and_keeps_the_driver_alive() {
     let fired = Arc::new(Mutex::new(Vec::new()));
@@ -747,33 +700,6 @@ async fn detached_without_a_handle_fires_once_on_time_and_keeps_the_driver_alive
     let fired = fired.lock().unwrap();
     assert_eq!(fired.len(), 6, "each callback runs exactly once: {fired:?}");
     assert_all_on_time(&fired, start);
-}
-
-#[tokio::test(start_paused = true)]
-async fn detached_without_a_handle_is_refused_like_schedule() {
-    let timer = Timer::builder().tick(TICK).max_pending(1).build().unwrap();
-    timer
-        .schedule_detached(Duration::from_secs(1), || {})
-        .unwrap();
-    // Refused at capacity: the closure is dropped unrun, and says so by dropping its
-    // capture.
-    let probe = Arc::new(());
-    let captured = probe.clone();
-    assert_eq!(
-        timer
-            .schedule_detached(Duration::from_secs(1), move || drop(captured))
-            .unwrap_err(),
-        Error::AtCapacity { max: 1 }
-    );
-    assert_eq!(Arc::strong_count(&probe), 1);
-    // A pending one is returned by shutdown, unrun; after it, refused.
-    let unfired = timer.shutdown().await;
-    assert_eq!(unfired.len(), 1);
-    assert_eq!(
-        timer.schedule_detached(TICK, || {}).unwrap_err(),
-        Error::Shutdown
-    );
-    assert_eq!(timer.stats().fired, 0);
 }
 
 /// More callbacks due at one step than a turn hands out (4096): the turn stops inside
@@ -966,39 +892,4 @@ fn a_detached_callback_panicking_in_drop_at_the_runtimes_loss_hangs_nothing() {
         1,
         "the panic is caught and counted"
     );
-}
-
-/// A cancel frees capacity before the cancelled closure is dropped, as an expiry
-/// frees it before the callback runs: a closure whose captures re-arm a fallback when
-/// dropped can do so at `max_pending(1)`, with nothing pending any more.
-#[tokio::test(start_paused = true)]
-async fn a_cancel_frees_capacity_before_the_closure_is_dropped() {
-    type Outcome = Arc<Mutex<Option<(usize, Result<(), Error>)>>>;
-    struct Fallback {
-        timer: Timer,
-        outcome: Outcome,
-    }
-    impl Drop for Fallback {
-        fn drop(&mut self) {
-            let pending = self.timer.pending();
-            let result = self.timer.schedule_detached(Duration::from_secs(1), || {});
-            *self.outcome.lock().unwrap() = Some((pending, result));
-        }
-    }
-    let timer = Timer::builder().tick(TICK).max_pending(1).build().unwrap();
-    let outcome = Arc::new(Mutex::new(None));
-    let fallback = Fallback {
-        timer: timer.clone(),
-        outcome: outcome.clone(),
-    };
-    let handle = timer
-        .schedule(Duration::from_secs(1), move || drop(fallback))
-        .unwrap();
-    assert!(handle.cancel());
-    assert_eq!(
-        outcome.lock().unwrap().take(),
-        Some((0, Ok(()))),
-        "nothing pending, yet the fallback was refused"
-    );
-    assert_eq!(timer.pending(), 1);
 }
