@@ -1,5 +1,9 @@
-//! Callbacks: `schedule`, `Scheduled`, cancel, detach, shutdown and the runtime's
-//! loss. Paused clock unless a test needs real threads.
+//! Callbacks: `schedule` runs each once, never early, less than a tick late;
+//! `Scheduled::cancel` wins exactly when the callback has not run (racing its expiry
+//! too); a detached callback still runs, and keeps the driver alive. Paused clock
+//! unless a test needs real threads. (Executors: `executors.rs`; `max_pending`:
+//! `capacity.rs`; at shutdown and the runtime's loss: `shutdown_callbacks.rs`; `reset`:
+//! `scheduled_reset.rs`.)
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -51,28 +55,44 @@ async fn fires_once_never_early_less_than_a_tick_late() {
     assert_eq!(timer.pending(), 0);
 }
 
+/// More callbacks due at one step than a turn hands out (4096): the turn stops inside
+/// the step. Those that ran meanwhile must say `is_expired()`, those waiting not.
 #[tokio::test(start_paused = true)]
-async fn drop_cancels_detach_runs() {
+async fn callbacks_run_by_a_turn_that_stopped_inside_their_step_are_expired() {
+    const N: usize = 5000;
     let timer = timer_with(Executor::Inline);
-    let runs = Arc::new(AtomicUsize::new(0));
-    let (r1, r2) = (runs.clone(), runs.clone());
-    drop(
-        timer
-            .schedule(TICK, move || {
-                r1.fetch_add(1, Ordering::SeqCst);
-            })
-            .unwrap(),
-    );
-    assert_eq!(timer.pending(), 0, "dropping the handle cancels at once");
-    timer
-        .schedule(TICK, move || {
-            r2.fetch_add(10, Ordering::SeqCst);
+    let ran: Arc<Vec<AtomicBool>> = Arc::new((0..N).map(|_| AtomicBool::new(false)).collect());
+    let first = Arc::new(tokio::sync::Notify::new());
+    let handles: Vec<_> = (0..N)
+        .map(|i| {
+            let (ran, first) = (ran.clone(), first.clone());
+            let callback = move || {
+                ran[i].store(true, Ordering::SeqCst);
+                first.notify_one();
+            };
+            timer.schedule(Duration::from_millis(15), callback).unwrap()
         })
-        .unwrap()
-        .detach();
-    assert_eq!(timer.pending(), 1);
-    tokio::time::sleep(TICK * 3).await;
-    assert_eq!(runs.load(Ordering::SeqCst), 10);
+        .collect();
+    first.notified().await; // between the driver's first turn and its second
+    let done = (0..N).filter(|&i| ran[i].load(Ordering::SeqCst)).count();
+    assert!(
+        done > 0 && done < N,
+        "the turn stopped inside the step: {done}"
+    );
+    for (i, handle) in handles.iter().enumerate() {
+        assert_eq!(
+            handle.is_expired(),
+            ran[i].load(Ordering::SeqCst),
+            "callback {i}"
+        );
+    }
+}
+
+#[test]
+fn handles_are_send_and_sync() {
+    fn check<T: Send + Sync + 'static>() {}
+    check::<tokio_wheel::Scheduled>();
+    check::<tokio_wheel::Unfired>();
 }
 
 #[tokio::test(start_paused = true)]
@@ -104,13 +124,6 @@ async fn cancel_is_true_once_and_never_after_running() {
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
-#[test]
-fn handles_are_send_and_sync() {
-    fn check<T: Send + Sync + 'static>() {}
-    check::<tokio_wheel::Scheduled>();
-    check::<tokio_wheel::Unfired>();
-}
-
 /// A handle names its entry by slab key, whose generation wraps after 2^20 - 1 inserts;
 /// a stale handle must still never cancel the entry that later got its key.
 #[tokio::test(start_paused = true)]
@@ -131,23 +144,6 @@ async fn a_stale_handle_never_cancels_the_entry_that_reused_its_key() {
     }
     // Only `fired` ever ran; every later callback was cancelled by its own handle.
     assert_eq!((timer.stats().fired, timer.pending()), (1, 0));
-}
-
-#[tokio::test(start_paused = true)]
-async fn detached_callbacks_keep_the_driver_alive() {
-    let runs = Arc::new(AtomicUsize::new(0));
-    {
-        let timer = timer_with(Executor::Inline);
-        let r = runs.clone();
-        timer
-            .schedule(Duration::from_secs(2), move || {
-                r.fetch_add(1, Ordering::SeqCst);
-            })
-            .unwrap()
-            .detach();
-    } // every Timer handle is gone
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
 /// Cancel racing expiry on another thread: exactly one of "cancel returned true" and
@@ -279,6 +275,47 @@ async fn cancel_meets_every_state_exactly_once() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn drop_cancels_detach_runs() {
+    let timer = timer_with(Executor::Inline);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (r1, r2) = (runs.clone(), runs.clone());
+    drop(
+        timer
+            .schedule(TICK, move || {
+                r1.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap(),
+    );
+    assert_eq!(timer.pending(), 0, "dropping the handle cancels at once");
+    timer
+        .schedule(TICK, move || {
+            r2.fetch_add(10, Ordering::SeqCst);
+        })
+        .unwrap()
+        .detach();
+    assert_eq!(timer.pending(), 1);
+    tokio::time::sleep(TICK * 3).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn detached_callbacks_keep_the_driver_alive() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    {
+        let timer = timer_with(Executor::Inline);
+        let r = runs.clone();
+        timer
+            .schedule(Duration::from_secs(2), move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap()
+            .detach();
+    } // every Timer handle is gone
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
 async fn detached_without_a_handle_fires_once_on_time_and_keeps_the_driver_alive() {
     let fired = Arc::new(Mutex::new(Vec::new()));
     let start = Instant::now();
@@ -305,37 +342,4 @@ async fn detached_without_a_handle_fires_once_on_time_and_keeps_the_driver_alive
     let fired = fired.lock().unwrap();
     assert_eq!(fired.len(), 6, "each callback runs exactly once: {fired:?}");
     assert_all_on_time(&fired, start);
-}
-
-/// More callbacks due at one step than a turn hands out (4096): the turn stops inside
-/// the step. Those that ran meanwhile must say `is_expired()`, those waiting not.
-#[tokio::test(start_paused = true)]
-async fn callbacks_run_by_a_turn_that_stopped_inside_their_step_are_expired() {
-    const N: usize = 5000;
-    let timer = timer_with(Executor::Inline);
-    let ran: Arc<Vec<AtomicBool>> = Arc::new((0..N).map(|_| AtomicBool::new(false)).collect());
-    let first = Arc::new(tokio::sync::Notify::new());
-    let handles: Vec<_> = (0..N)
-        .map(|i| {
-            let (ran, first) = (ran.clone(), first.clone());
-            let callback = move || {
-                ran[i].store(true, Ordering::SeqCst);
-                first.notify_one();
-            };
-            timer.schedule(Duration::from_millis(15), callback).unwrap()
-        })
-        .collect();
-    first.notified().await; // between the driver's first turn and its second
-    let done = (0..N).filter(|&i| ran[i].load(Ordering::SeqCst)).count();
-    assert!(
-        done > 0 && done < N,
-        "the turn stopped inside the step: {done}"
-    );
-    for (i, handle) in handles.iter().enumerate() {
-        assert_eq!(
-            handle.is_expired(),
-            ran[i].load(Ordering::SeqCst),
-            "callback {i}"
-        );
-    }
 }
