@@ -65,9 +65,8 @@ async fn a_lone_long_sleep_wakes_the_driver_only_to_fire() {
 }
 
 /// The driver parks until the earliest deadline, or until a far deadline moves down a
-/// level of the wheel: a handful of wakeups however far away, where parking until
-/// the next occupied slot of one level cost one per revolution (~8 400 a day here)
-/// and took hours of wall time for a 10-year sleep.
+/// level of the wheel: a handful of wakeups however far away, not one per revolution
+/// of a level (parking only until that level's next occupied slot).
 #[tokio::test(start_paused = true)]
 async fn far_sleeps_complete_on_time_in_a_handful_of_wakeups() {
     const DAY: u64 = 86_400;

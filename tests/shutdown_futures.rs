@@ -362,10 +362,7 @@ fn after_a_paused_runtimes_loss_a_new_sleep_is_never_early_nor_late() {
         let after = Duration::from_millis(200);
         let start = std::time::Instant::now();
         // Bounded: a sleep timed from a clock an hour ahead would not end for an hour.
-        let caller = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let caller = current_thread_runtime();
         let slept = caller
             .block_on(async {
                 tokio::time::timeout(Duration::from_secs(5), timer.sleep(after)).await
@@ -392,10 +389,7 @@ fn shut_down_then_its_paused_runtime_lost_a_sleep_still_ends() {
     driver.block_on(timer.shutdown());
     drop(driver);
     let after = Duration::from_millis(200);
-    let caller = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let caller = current_thread_runtime();
     let start = std::time::Instant::now();
     let slept = caller
         .block_on(async { tokio::time::timeout(Duration::from_secs(5), timer.sleep(after)).await })
