@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tokio_wheel::{Executor, Timer};
 
 mod common;
-use common::{assert_on_time, timer_with, TICK};
+use common::{assert_on_time, keeping_executor, timer_with, TICK};
 
 /// Each `(ms, at)`, scheduled `ms` after `start`, ran at `at`: never early, and less
 /// than a tick late.
@@ -215,12 +215,8 @@ fn cancel_racing_expiry_is_exactly_once() {
 #[tokio::test(start_paused = true)]
 async fn cancel_meets_every_state_exactly_once() {
     // Deferred executor: holds jobs until we run them.
-    type Jobs = Arc<Mutex<Vec<Box<dyn FnOnce() + Send>>>>;
-    let jobs: Jobs = Arc::default();
-    let held = jobs.clone();
-    let timer = timer_with(Executor::Custom(Arc::new(move |job| {
-        held.lock().unwrap().push(job)
-    })));
+    let (jobs, executor) = keeping_executor();
+    let timer = timer_with(executor);
     let runs = Arc::new(AtomicUsize::new(0));
     let counted = |runs: &Arc<AtomicUsize>| {
         let runs = runs.clone();

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use tokio_wheel::{Executor, Timer};
 
 mod common;
-use common::{timer_with, LATE, SLACK, TICK};
+use common::{keeping_executor, timer_with, LATE, SLACK, TICK};
 
 fn all_executors() -> Vec<(&'static str, Executor)> {
     vec![
@@ -253,12 +253,8 @@ async fn a_job_handed_back_after_every_handle_is_gone_still_runs_once() {
 /// that the callback takes (it would deadlock there).
 #[tokio::test(start_paused = true)]
 async fn a_job_handed_back_as_the_last_handle_goes_runs_on_the_runtime() {
-    type Jobs = Arc<Mutex<Vec<Box<dyn FnOnce() + Send>>>>;
-    let jobs: Jobs = Default::default();
-    let keep = jobs.clone();
-    let timer = timer_with(Executor::Custom(Arc::new(move |job| {
-        keep.lock().unwrap().push(job)
-    })));
+    let (jobs, executor) = keeping_executor();
+    let timer = timer_with(executor);
     // The user's lock: held while the last handle is dropped, taken by the callback.
     let users: Arc<Mutex<Option<Timer>>> = Default::default();
     let (u, runs) = (users.clone(), Arc::new(AtomicUsize::new(0)));

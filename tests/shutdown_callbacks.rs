@@ -5,14 +5,14 @@
 //! nothing.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_wheel::{Error, Executor, Timer};
 
 mod common;
-use common::{current_thread_runtime, timer_on, timer_with, TICK};
+use common::{current_thread_runtime, keeping_executor, timer_on, timer_with, TICK};
 
 #[tokio::test(start_paused = true)]
 async fn after_shutdown_handles_still_tell_expired_from_unfired() {
@@ -135,16 +135,13 @@ fn a_detached_callback_is_dropped_not_leaked_when_its_runtime_goes_away() {
 /// the driver's runtime then goes away, it is counted as stranded, not lost unseen.
 #[test]
 fn a_handed_back_callback_pending_when_the_driver_is_lost_is_counted() {
-    type Jobs = Arc<Mutex<Vec<Box<dyn FnOnce() + Send>>>>;
-    let jobs: Jobs = Default::default();
-    let keep = jobs.clone();
+    let (jobs, executor) = keeping_executor();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
         .build()
         .unwrap();
     let timer = runtime.block_on(async {
-        let executor = Executor::Custom(Arc::new(move |job| keep.lock().unwrap().push(job)));
         let timer = Timer::builder()
             .tick(TICK)
             .executor(executor)
@@ -174,7 +171,6 @@ fn a_handed_back_callback_pending_when_the_driver_is_lost_is_counted() {
 /// last turn.
 #[test]
 fn a_callback_holding_its_timer_with_no_handle_is_freed_when_its_runtime_goes_away() {
-    type Jobs = Arc<Mutex<Vec<Box<dyn FnOnce() + Send>>>>;
     for how in [
         "schedule_detached, driver never ran",
         "schedule_detached",
@@ -182,8 +178,7 @@ fn a_callback_holding_its_timer_with_no_handle_is_freed_when_its_runtime_goes_aw
         "detach after the runtime went",
         "handed back",
     ] {
-        let jobs: Jobs = Default::default();
-        let keep = jobs.clone();
+        let (jobs, executor) = keeping_executor();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .start_paused(true)
@@ -191,9 +186,7 @@ fn a_callback_holding_its_timer_with_no_handle_is_freed_when_its_runtime_goes_aw
             .unwrap();
         let timer = Timer::builder()
             .tick(TICK)
-            .executor(Executor::Custom(Arc::new(move |job| {
-                keep.lock().unwrap().push(job)
-            })))
+            .executor(executor)
             .build_on(runtime.handle())
             .unwrap();
         if how != "schedule_detached, driver never ran" {
