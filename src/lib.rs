@@ -169,15 +169,13 @@ mod sites;
 mod sleep;
 mod stats;
 mod sync;
+#[cfg(any(test, fuzzing))]
+mod tests;
 mod timeout;
 mod timer;
-#[cfg(test)]
-mod timer_model;
 #[cfg(feature = "tower")]
 pub mod tower;
 mod wheel;
-#[cfg(any(test, fuzzing))]
-mod wheel_model;
 
 pub use builder::Builder;
 pub use config::Executor;
@@ -220,7 +218,7 @@ pub mod fuzzing {
     /// Decodes `data` into wheel operations and checks them against the model; panics on
     /// any disagreement.
     pub fn wheel(data: &[u8]) {
-        crate::wheel_model::fuzz(data);
+        crate::tests::wheel_model::fuzz(data);
     }
 }
 

@@ -1,9 +1,10 @@
 //! The timing wheel itself: a pure data structure with no clock, no locks and no async.
 //!
 //! Time here is a count of *steps* (the driver makes a step a quarter of the
-//! configured tick; the wheel does not care). Keeping the wheel pure means a model test can drive it step by step against a `BTreeMap`
-//! (`src/wheel_model.rs`, and the in-file tests), and every question of time, locking
-//! and waking lives in [`driver`](crate::driver) instead.
+//! configured tick; the wheel does not care). Keeping the wheel pure means a model
+//! test can drive it step by step against a `BTreeMap` (`src/tests/wheel_model.rs`,
+//! and the in-file tests), and every question of time, locking and waking lives in
+//! [`driver`](crate::driver) instead.
 //!
 //! # Implementation
 //!

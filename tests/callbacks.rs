@@ -1,41 +1,19 @@
-//! Callbacks: `schedule`, `Scheduled`, executors, panics, capacity, shutdown,
-//! re-entrancy. Paused clock unless a test needs real threads to be slow.
+//! Callbacks: `schedule` runs each once, never early, less than a tick late;
+//! `Scheduled::cancel` wins exactly when the callback has not run (racing its expiry
+//! too); a detached callback still runs, and keeps the driver alive. Paused clock
+//! unless a test needs real threads. (Executors: `executors.rs`; `max_pending`:
+//! `capacity.rs`; at shutdown and the runtime's loss: `shutdown_callbacks.rs`; `reset`:
+//! `scheduled_reset.rs`.)
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tokio_wheel::{Error, Executor, Timer};
+use tokio_wheel::{Executor, Timer};
 
 mod common;
-use common::{assert_on_time, current_thread_runtime, timer_on, timer_with, LATE, SLACK, TICK};
-
-fn all_executors() -> Vec<(&'static str, Executor)> {
-    vec![
-        ("inline", Executor::Inline),
-        ("spawn", Executor::Spawn),
-        ("blocking", Executor::Blocking),
-        (
-            "custom",
-            Executor::Custom(Arc::new(|job: Box<dyn FnOnce() + Send>| {
-                std::thread::spawn(job);
-            })),
-        ),
-    ]
-}
-
-/// Waits (in paused time, letting other threads run) until `cond` holds.
-async fn eventually(mut cond: impl FnMut() -> bool) {
-    for _ in 0..2000 {
-        if cond() {
-            return;
-        }
-        tokio::task::yield_now().await;
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    panic!("condition never held");
-}
+use common::{assert_on_time, keeping_executor, timer_with, TICK};
 
 /// Each `(ms, at)`, scheduled `ms` after `start`, ran at `at`: never early, and less
 /// than a tick late.
@@ -77,28 +55,44 @@ async fn fires_once_never_early_less_than_a_tick_late() {
     assert_eq!(timer.pending(), 0);
 }
 
+/// More callbacks due at one step than a turn hands out (4096): the turn stops inside
+/// the step. Those that ran meanwhile must say `is_expired()`, those waiting not.
 #[tokio::test(start_paused = true)]
-async fn drop_cancels_detach_runs() {
+async fn callbacks_run_by_a_turn_that_stopped_inside_their_step_are_expired() {
+    const N: usize = 5000;
     let timer = timer_with(Executor::Inline);
-    let runs = Arc::new(AtomicUsize::new(0));
-    let (r1, r2) = (runs.clone(), runs.clone());
-    drop(
-        timer
-            .schedule(TICK, move || {
-                r1.fetch_add(1, Ordering::SeqCst);
-            })
-            .unwrap(),
-    );
-    assert_eq!(timer.pending(), 0, "dropping the handle cancels at once");
-    timer
-        .schedule(TICK, move || {
-            r2.fetch_add(10, Ordering::SeqCst);
+    let ran: Arc<Vec<AtomicBool>> = Arc::new((0..N).map(|_| AtomicBool::new(false)).collect());
+    let first = Arc::new(tokio::sync::Notify::new());
+    let handles: Vec<_> = (0..N)
+        .map(|i| {
+            let (ran, first) = (ran.clone(), first.clone());
+            let callback = move || {
+                ran[i].store(true, Ordering::SeqCst);
+                first.notify_one();
+            };
+            timer.schedule(Duration::from_millis(15), callback).unwrap()
         })
-        .unwrap()
-        .detach();
-    assert_eq!(timer.pending(), 1);
-    tokio::time::sleep(TICK * 3).await;
-    assert_eq!(runs.load(Ordering::SeqCst), 10);
+        .collect();
+    first.notified().await; // between the driver's first turn and its second
+    let done = (0..N).filter(|&i| ran[i].load(Ordering::SeqCst)).count();
+    assert!(
+        done > 0 && done < N,
+        "the turn stopped inside the step: {done}"
+    );
+    for (i, handle) in handles.iter().enumerate() {
+        assert_eq!(
+            handle.is_expired(),
+            ran[i].load(Ordering::SeqCst),
+            "callback {i}"
+        );
+    }
+}
+
+#[test]
+fn handles_are_send_and_sync() {
+    fn check<T: Send + Sync + 'static>() {}
+    check::<tokio_wheel::Scheduled>();
+    check::<tokio_wheel::Unfired>();
 }
 
 #[tokio::test(start_paused = true)]
@@ -130,13 +124,6 @@ async fn cancel_is_true_once_and_never_after_running() {
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
-#[test]
-fn handles_are_send_and_sync() {
-    fn check<T: Send + Sync + 'static>() {}
-    check::<tokio_wheel::Scheduled>();
-    check::<tokio_wheel::Unfired>();
-}
-
 /// A handle names its entry by slab key, whose generation wraps after 2^20 - 1 inserts;
 /// a stale handle must still never cancel the entry that later got its key.
 #[tokio::test(start_paused = true)]
@@ -157,419 +144,6 @@ async fn a_stale_handle_never_cancels_the_entry_that_reused_its_key() {
     }
     // Only `fired` ever ran; every later callback was cancelled by its own handle.
     assert_eq!((timer.stats().fired, timer.pending()), (1, 0));
-}
-
-/// On the real clock (the executors' threads must run): each callback runs once, never
-/// early, and late by less than a tick, Tokio's millisecond and a busy machine's
-/// slack.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_executor_runs_each_callback_once() {
-    for (name, executor) in all_executors() {
-        let timer = timer_with(executor);
-        let ran = Arc::new(Mutex::new(Vec::new()));
-        let start = Instant::now();
-        for i in 0..100u64 {
-            let ran = ran.clone();
-            let requested = Duration::from_millis(20 + i % 5);
-            timer
-                .schedule(requested, move || {
-                    ran.lock().unwrap().push((requested, Instant::now()));
-                })
-                .unwrap()
-                .detach();
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let ran = ran.lock().unwrap();
-        assert_eq!(ran.len(), 100, "{name}");
-        for &(requested, at) in ran.iter() {
-            let took = at - start;
-            assert!(
-                took >= requested,
-                "{name}: {requested:?} ran early, at {took:?}"
-            );
-            assert!(
-                took < requested + LATE + SLACK,
-                "{name}: {requested:?} ran late, at {took:?}"
-            );
-        }
-        assert_eq!(timer.pending(), 0, "{name}");
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn slow_callbacks_off_the_tick_task_do_not_delay_others() {
-    for (name, executor) in all_executors().into_iter().skip(1) {
-        let timer = timer_with(executor);
-        let start = Instant::now();
-        timer
-            .schedule(Duration::from_millis(20), || {
-                std::thread::sleep(Duration::from_millis(600));
-            })
-            .unwrap()
-            .detach();
-        let fast_at = Arc::new(Mutex::new(None));
-        let f = fast_at.clone();
-        timer
-            .schedule(Duration::from_millis(60), move || {
-                *f.lock().unwrap() = Some(Instant::now());
-            })
-            .unwrap()
-            .detach();
-        tokio::time::sleep(Duration::from_millis(400)).await;
-        let fast = fast_at
-            .lock()
-            .unwrap()
-            .expect("fast callback ran while slow one ran");
-        let took = fast - start;
-        // Tolerant real-clock bound: well under the slow callback's 600 ms.
-        assert!(
-            took >= Duration::from_millis(60) && took < Duration::from_millis(300),
-            "{name}: {took:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(400)).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn panicking_callbacks_are_caught_on_every_executor() {
-    for (name, executor) in all_executors() {
-        let timer = timer_with(executor);
-        let runs = Arc::new(AtomicUsize::new(0));
-        timer
-            .schedule(Duration::from_millis(10), || {
-                panic!("callback panics (expected in this test)")
-            })
-            .unwrap()
-            .detach();
-        let r = runs.clone();
-        timer
-            .schedule(Duration::from_millis(40), move || {
-                r.fetch_add(1, Ordering::SeqCst);
-            })
-            .unwrap()
-            .detach();
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(runs.load(Ordering::SeqCst), 1, "{name}: later timer fired");
-        // The custom executor runs jobs on plain threads: the job catches the panic.
-        assert_eq!(timer.stats().callback_panics, 1, "{name}");
-        // The driver still works afterwards.
-        timer.sleep(Duration::from_millis(20)).await;
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn custom_executor_that_drops_or_panics_loses_nothing() {
-    let dropping = Executor::Custom(Arc::new(|job: Box<dyn FnOnce() + Send>| drop(job)));
-    let panicking = Executor::Custom(Arc::new(|_job: Box<dyn FnOnce() + Send>| {
-        panic!("executor panics (expected in this test)")
-    }));
-    for (name, executor) in [("drops", dropping), ("panics", panicking)] {
-        let timer = timer_with(executor);
-        let runs = Arc::new(AtomicUsize::new(0));
-        let start = Instant::now();
-        for _ in 0..3 {
-            let r = runs.clone();
-            timer
-                .schedule(Duration::from_millis(30), move || {
-                    r.fetch_add(1, Ordering::SeqCst);
-                })
-                .unwrap()
-                .detach();
-        }
-        tokio::time::sleep(Duration::from_millis(30)).await;
-        eventually(|| runs.load(Ordering::SeqCst) == 3).await;
-        assert!(
-            Instant::now() - start < Duration::from_millis(30) + TICK * 2,
-            "{name}"
-        );
-        let stats = timer.stats();
-        assert_eq!(stats.executor_rejections, 3, "{name}");
-        assert_eq!(stats.callback_panics, 0, "{name}");
-    }
-}
-
-/// A detached callback whose executor hands it back, with every `Timer` handle gone:
-/// its expiry released the timer's keep-alive, so the turn that fired it may be the
-/// timer's last, and the callback must still run (once), not go down with the timer.
-#[tokio::test(start_paused = true)]
-async fn a_job_handed_back_after_every_handle_is_gone_still_runs_once() {
-    let dropping = || Executor::Custom(Arc::new(|job: Box<dyn FnOnce() + Send>| drop(job)));
-    let panicking = || {
-        Executor::Custom(Arc::new(|_job: Box<dyn FnOnce() + Send>| {
-            panic!("executor panics (expected in this test)")
-        }))
-    };
-    for (name, executor) in [
-        ("drops", dropping()),
-        ("panics", panicking()),
-        ("drops, no handle", dropping()),
-    ] {
-        let timer = timer_with(executor);
-        let runs = Arc::new(AtomicUsize::new(0));
-        let r = runs.clone();
-        let callback = move || {
-            r.fetch_add(1, Ordering::SeqCst);
-        };
-        if name.ends_with("no handle") {
-            timer.schedule_detached(TICK * 5, callback).unwrap();
-        } else {
-            timer.schedule(TICK * 5, callback).unwrap().detach();
-        }
-        drop(timer);
-        tokio::time::sleep(TICK * 10).await;
-        for _ in 0..10 {
-            tokio::task::yield_now().await;
-        }
-        assert_eq!(runs.load(Ordering::SeqCst), 1, "{name}");
-    }
-}
-
-/// An executor that keeps the job and drops it later, unrun, just before the last
-/// `Timer` handle goes: the job is back with the timer and no turn will come to run
-/// it. It runs on the timer's runtime, where the driver would have run it, and not
-/// inside the drop that let the last handle go, which may hold a lock of the user's
-/// that the callback takes (it would deadlock there).
-#[tokio::test(start_paused = true)]
-async fn a_job_handed_back_as_the_last_handle_goes_runs_on_the_runtime() {
-    type Jobs = Arc<Mutex<Vec<Box<dyn FnOnce() + Send>>>>;
-    let jobs: Jobs = Default::default();
-    let keep = jobs.clone();
-    let timer = timer_with(Executor::Custom(Arc::new(move |job| {
-        keep.lock().unwrap().push(job)
-    })));
-    // The user's lock: held while the last handle is dropped, taken by the callback.
-    let users: Arc<Mutex<Option<Timer>>> = Default::default();
-    let (u, runs) = (users.clone(), Arc::new(AtomicUsize::new(0)));
-    let r = runs.clone();
-    timer
-        .schedule_detached(TICK, move || {
-            // `lock()` here would deadlock inside the user's drop.
-            let free = u.try_lock().is_ok();
-            r.fetch_add(if free { 1 } else { 100 }, Ordering::SeqCst);
-        })
-        .unwrap();
-    tokio::time::sleep(TICK * 3).await;
-    timer.catch_up().await;
-    let job = jobs.lock().unwrap().pop().expect("handed to the executor");
-    *users.lock().unwrap() = Some(timer);
-    drop(job); // unrun: back to the timer, for its next turn
-    {
-        let mut guard = users.lock().unwrap();
-        drop(guard.take()); // no turn between: the timer's last reference
-    }
-    assert_eq!(
-        runs.load(Ordering::SeqCst),
-        0,
-        "ran inside the drop (100: under its lock)"
-    );
-    tokio::task::yield_now().await;
-    assert_eq!(
-        runs.load(Ordering::SeqCst),
-        1,
-        "once, without the user's lock held"
-    );
-}
-
-#[tokio::test(start_paused = true)]
-async fn capacity_refuses_then_frees_on_cancel_and_expiry() {
-    let timer = Timer::builder().tick(TICK).max_pending(2).build().unwrap();
-    let a = timer.schedule(Duration::from_secs(1), || {}).unwrap();
-    let _b = timer.schedule(Duration::from_millis(50), || {}).unwrap();
-    assert_eq!(
-        timer.schedule(Duration::from_secs(1), || {}).unwrap_err(),
-        Error::AtCapacity { max: 2 }
-    );
-    // Futures are not counted against max_pending and never refused.
-    let mut sleep = timer.sleep(Duration::from_secs(1));
-    assert!(futures::poll!(&mut sleep).is_pending());
-    assert_eq!(timer.pending(), 3);
-    assert!(a.cancel());
-    let c = timer.schedule(Duration::from_secs(1), || {}).unwrap();
-    assert!(timer.schedule(Duration::from_secs(1), || {}).is_err());
-    tokio::time::sleep(Duration::from_millis(60)).await; // _b expires
-    let d = timer.schedule(Duration::from_secs(1), || {}).unwrap();
-    assert_eq!(timer.pending(), 3);
-    drop((c, d));
-    let zero = Timer::builder().max_pending(0).build().unwrap();
-    assert_eq!(
-        zero.schedule(TICK, || {}).unwrap_err(),
-        Error::AtCapacity { max: 0 }
-    );
-}
-
-#[tokio::test(start_paused = true)]
-async fn after_shutdown_handles_still_tell_expired_from_unfired() {
-    let timer = timer_with(Executor::Inline);
-    let ran = timer.schedule(TICK, || ()).unwrap();
-    let cancelled = timer.schedule(TICK * 5, || ()).unwrap();
-    let unfired = timer.schedule(TICK * 5, || ()).unwrap();
-    assert!(cancelled.cancel());
-    tokio::time::sleep(TICK * 3).await;
-    assert_eq!(timer.shutdown().await.len(), 1);
-    assert!(ran.is_expired() && !ran.is_cancelled());
-    assert!(cancelled.is_cancelled() && !cancelled.is_expired());
-    assert!(!unfired.is_expired() && !unfired.is_cancelled());
-    assert!(format!("{unfired:?}").contains("Unfired"), "{unfired:?}");
-}
-
-#[tokio::test(start_paused = true)]
-async fn shutdown_returns_unfired_and_completes_futures() {
-    let timer = timer_with(Executor::Inline);
-    let ran = Arc::new(AtomicUsize::new(0));
-    let start = Instant::now();
-    let r = ran.clone();
-    let handle = timer
-        .schedule(Duration::from_secs(5), move || {
-            r.fetch_add(1, Ordering::SeqCst);
-        })
-        .unwrap();
-    let r = ran.clone();
-    timer
-        .schedule(Duration::from_secs(7), move || {
-            r.fetch_add(100, Ordering::SeqCst);
-        })
-        .unwrap()
-        .detach();
-    let sleeper = tokio::spawn({
-        let timer = timer.clone();
-        async move { timer.sleep(Duration::from_secs(3600)).await }
-    });
-    let waiter = tokio::spawn({
-        let timer = timer.clone();
-        async move {
-            timer
-                .timeout(Duration::from_secs(3600), std::future::pending::<()>())
-                .await
-        }
-    });
-    tokio::task::yield_now().await;
-    assert_eq!(timer.pending(), 4);
-
-    let mut unfired = timer.shutdown().await;
-    assert_eq!(timer.pending(), 0);
-    assert!(timer.is_shutdown());
-    unfired.sort_by_key(|u| u.deadline());
-    let deadlines: Vec<_> = unfired.iter().map(|u| u.deadline() - start).collect();
-    assert_eq!(deadlines, [Duration::from_secs(5), Duration::from_secs(7)]);
-    assert!(!handle.is_expired() && !handle.is_cancelled());
-    assert!(
-        !handle.cancel(),
-        "returned by shutdown: cancel stops nothing"
-    );
-    // Pending ones still complete at their deadline, not early, on Tokio's clock.
-    sleeper.await.unwrap();
-    assert!(start.elapsed() >= Duration::from_secs(3600));
-    assert!(
-        waiter.await.unwrap().is_err(),
-        "a pending Timeout completes as Elapsed"
-    );
-    assert_eq!(ran.load(Ordering::SeqCst), 0);
-    for u in unfired {
-        u.run();
-    }
-    assert_eq!(ran.load(Ordering::SeqCst), 101);
-    assert_eq!(timer.schedule(TICK, || {}).unwrap_err(), Error::Shutdown);
-    // A later one neither completes at once nor hangs: it lasts its duration.
-    let before = Instant::now();
-    let mut later = timer.sleep(Duration::from_secs(1));
-    assert!(futures::poll!(&mut later).is_pending());
-    later.await;
-    assert_eq!(before.elapsed(), Duration::from_secs(1));
-    assert!(timer.shutdown().await.is_empty());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn callbacks_may_schedule_and_cancel_on_every_executor() {
-    for (name, executor) in all_executors() {
-        let timer = timer_with(executor);
-        let beats = Arc::new(AtomicUsize::new(0));
-        fn beat(timer: Timer, beats: Arc<AtomicUsize>) {
-            if beats.fetch_add(1, Ordering::SeqCst) < 4 {
-                let next = timer.clone();
-                timer
-                    .schedule(Duration::from_millis(10), move || beat(next, beats))
-                    .unwrap()
-                    .detach();
-            }
-        }
-        beat(timer.clone(), beats.clone());
-
-        let victim_ran = Arc::new(AtomicUsize::new(0));
-        let v = victim_ran.clone();
-        let victim = timer
-            .schedule(Duration::from_millis(100), move || {
-                v.fetch_add(1, Ordering::SeqCst);
-            })
-            .unwrap();
-        let cancelled = Arc::new(AtomicUsize::new(0));
-        let c = cancelled.clone();
-        timer
-            .schedule(Duration::from_millis(20), move || {
-                if victim.cancel() {
-                    c.fetch_add(1, Ordering::SeqCst);
-                }
-            })
-            .unwrap()
-            .detach();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert_eq!(beats.load(Ordering::SeqCst), 5, "{name}");
-        assert_eq!(cancelled.load(Ordering::SeqCst), 1, "{name}");
-        assert_eq!(victim_ran.load(Ordering::SeqCst), 0, "{name}");
-        assert_eq!(timer.pending(), 0, "{name}");
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn detached_callbacks_keep_the_driver_alive() {
-    let runs = Arc::new(AtomicUsize::new(0));
-    {
-        let timer = timer_with(Executor::Inline);
-        let r = runs.clone();
-        timer
-            .schedule(Duration::from_secs(2), move || {
-                r.fetch_add(1, Ordering::SeqCst);
-            })
-            .unwrap()
-            .detach();
-    } // every Timer handle is gone
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
-}
-
-/// A detached callback holds its timer alive; once the driver's runtime is gone
-/// nothing can run it, and dropping the last handle must drop it (not leak it, nor
-/// the timer). Until then `shutdown` can still return it, and `Stats` counts it.
-#[test]
-fn a_detached_callback_is_dropped_not_leaked_when_its_runtime_goes_away() {
-    for driver_ran in [false, true] {
-        let runtime = current_thread_runtime();
-        let timer = timer_on(runtime.handle());
-        if driver_ran {
-            runtime.block_on(tokio::task::yield_now());
-        }
-        let probe = Arc::new(());
-        let captured = probe.clone();
-        timer
-            .schedule_detached(Duration::from_secs(3600), move || drop(captured))
-            .unwrap();
-        drop(runtime);
-        assert!(timer.is_shutdown(), "driver_ran: {driver_ran}");
-        assert_eq!(
-            timer.stats().stranded_callbacks,
-            1,
-            "driver_ran: {driver_ran}"
-        );
-        // No handle owns it and nothing can run it: dropped with the driver, as Tokio
-        // drops a spawned task with its runtime (it may hold the timer itself).
-        assert_eq!(Arc::strong_count(&probe), 1, "driver_ran: {driver_ran}");
-        assert!(futures::executor::block_on(timer.shutdown()).is_empty());
-        drop(timer);
-        assert_eq!(
-            Arc::strong_count(&probe),
-            1,
-            "driver_ran: {driver_ran}: the closure leaked with its timer"
-        );
-    }
 }
 
 /// Cancel racing expiry on another thread: exactly one of "cancel returned true" and
@@ -641,12 +215,8 @@ fn cancel_racing_expiry_is_exactly_once() {
 #[tokio::test(start_paused = true)]
 async fn cancel_meets_every_state_exactly_once() {
     // Deferred executor: holds jobs until we run them.
-    type Jobs = Arc<Mutex<Vec<Box<dyn FnOnce() + Send>>>>;
-    let jobs: Jobs = Arc::default();
-    let held = jobs.clone();
-    let timer = timer_with(Executor::Custom(Arc::new(move |job| {
-        held.lock().unwrap().push(job)
-    })));
+    let (jobs, executor) = keeping_executor();
+    let timer = timer_with(executor);
     let runs = Arc::new(AtomicUsize::new(0));
     let counted = |runs: &Arc<AtomicUsize>| {
         let runs = runs.clone();
@@ -700,24 +270,45 @@ async fn cancel_meets_every_state_exactly_once() {
     );
 }
 
-/// An expiry frees capacity before the callback runs, so a heartbeat can re-arm itself
-/// even at `max_pending(1)`.
 #[tokio::test(start_paused = true)]
-async fn a_callback_rearms_itself_at_capacity_one() {
-    let timer = Timer::builder().tick(TICK).max_pending(1).build().unwrap();
-    let beats = Arc::new(AtomicUsize::new(0));
-    fn beat(timer: Timer, beats: Arc<AtomicUsize>) {
-        if beats.fetch_add(1, Ordering::SeqCst) < 3 {
-            let next = timer.clone();
-            timer
-                .schedule(TICK, move || beat(next, beats))
-                .expect("capacity freed by the expiry")
-                .detach();
-        }
-    }
-    beat(timer.clone(), beats.clone());
-    tokio::time::sleep(TICK * 10).await;
-    assert_eq!(beats.load(Ordering::SeqCst), 4);
+async fn drop_cancels_detach_runs() {
+    let timer = timer_with(Executor::Inline);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (r1, r2) = (runs.clone(), runs.clone());
+    drop(
+        timer
+            .schedule(TICK, move || {
+                r1.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap(),
+    );
+    assert_eq!(timer.pending(), 0, "dropping the handle cancels at once");
+    timer
+        .schedule(TICK, move || {
+            r2.fetch_add(10, Ordering::SeqCst);
+        })
+        .unwrap()
+        .detach();
+    assert_eq!(timer.pending(), 1);
+    tokio::time::sleep(TICK * 3).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn detached_callbacks_keep_the_driver_alive() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    {
+        let timer = timer_with(Executor::Inline);
+        let r = runs.clone();
+        timer
+            .schedule(Duration::from_secs(2), move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap()
+            .detach();
+    } // every Timer handle is gone
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -747,258 +338,4 @@ async fn detached_without_a_handle_fires_once_on_time_and_keeps_the_driver_alive
     let fired = fired.lock().unwrap();
     assert_eq!(fired.len(), 6, "each callback runs exactly once: {fired:?}");
     assert_all_on_time(&fired, start);
-}
-
-#[tokio::test(start_paused = true)]
-async fn detached_without_a_handle_is_refused_like_schedule() {
-    let timer = Timer::builder().tick(TICK).max_pending(1).build().unwrap();
-    timer
-        .schedule_detached(Duration::from_secs(1), || {})
-        .unwrap();
-    // Refused at capacity: the closure is dropped unrun, and says so by dropping its
-    // capture.
-    let probe = Arc::new(());
-    let captured = probe.clone();
-    assert_eq!(
-        timer
-            .schedule_detached(Duration::from_secs(1), move || drop(captured))
-            .unwrap_err(),
-        Error::AtCapacity { max: 1 }
-    );
-    assert_eq!(Arc::strong_count(&probe), 1);
-    // A pending one is returned by shutdown, unrun; after it, refused.
-    let unfired = timer.shutdown().await;
-    assert_eq!(unfired.len(), 1);
-    assert_eq!(
-        timer.schedule_detached(TICK, || {}).unwrap_err(),
-        Error::Shutdown
-    );
-    assert_eq!(timer.stats().fired, 0);
-}
-
-/// More callbacks due at one step than a turn hands out (4096): the turn stops inside
-/// the step. Those that ran meanwhile must say `is_expired()`, those waiting not.
-#[tokio::test(start_paused = true)]
-async fn callbacks_run_by_a_turn_that_stopped_inside_their_step_are_expired() {
-    const N: usize = 5000;
-    let timer = timer_with(Executor::Inline);
-    let ran: Arc<Vec<AtomicBool>> = Arc::new((0..N).map(|_| AtomicBool::new(false)).collect());
-    let first = Arc::new(tokio::sync::Notify::new());
-    let handles: Vec<_> = (0..N)
-        .map(|i| {
-            let (ran, first) = (ran.clone(), first.clone());
-            let callback = move || {
-                ran[i].store(true, Ordering::SeqCst);
-                first.notify_one();
-            };
-            timer.schedule(Duration::from_millis(15), callback).unwrap()
-        })
-        .collect();
-    first.notified().await; // between the driver's first turn and its second
-    let done = (0..N).filter(|&i| ran[i].load(Ordering::SeqCst)).count();
-    assert!(
-        done > 0 && done < N,
-        "the turn stopped inside the step: {done}"
-    );
-    for (i, handle) in handles.iter().enumerate() {
-        assert_eq!(
-            handle.is_expired(),
-            ran[i].load(Ordering::SeqCst),
-            "callback {i}"
-        );
-    }
-}
-
-/// A job its executor drops after the driver's last turn goes back to the timer; if
-/// the driver's runtime then goes away, it is counted as stranded, not lost unseen.
-#[test]
-fn a_handed_back_callback_pending_when_the_driver_is_lost_is_counted() {
-    type Jobs = Arc<Mutex<Vec<Box<dyn FnOnce() + Send>>>>;
-    let jobs: Jobs = Default::default();
-    let keep = jobs.clone();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap();
-    let timer = runtime.block_on(async {
-        let executor = Executor::Custom(Arc::new(move |job| keep.lock().unwrap().push(job)));
-        let timer = Timer::builder()
-            .tick(TICK)
-            .executor(executor)
-            .build()
-            .unwrap();
-        timer.schedule_detached(TICK, || ()).unwrap();
-        tokio::time::advance(TICK * 3).await;
-        timer.catch_up().await;
-        timer
-    });
-    assert_eq!(jobs.lock().unwrap().len(), 1, "handed to the executor");
-    jobs.lock().unwrap().clear(); // dropped unrun: back to the timer
-    drop(runtime);
-    let stats = timer.stats();
-    assert_eq!(
-        (stats.executor_rejections, stats.stranded_callbacks),
-        (1, 1)
-    );
-}
-
-/// The re-arming heartbeat of `Timer::schedule`'s docs keeps a `Timer` clone in its
-/// detached callback. Once the driver's runtime is gone nothing can run it, and
-/// dropping the user's last handle must still free the timer: the clone inside the
-/// callback, which the timer itself holds, must not keep it (and the closure) alive
-/// for ever. Whether detached by `schedule_detached`, by `Scheduled::detach` before
-/// the runtime goes or after it, or handed back by its executor after the driver's
-/// last turn.
-#[test]
-fn a_callback_holding_its_timer_with_no_handle_is_freed_when_its_runtime_goes_away() {
-    type Jobs = Arc<Mutex<Vec<Box<dyn FnOnce() + Send>>>>;
-    for how in [
-        "schedule_detached, driver never ran",
-        "schedule_detached",
-        "detach",
-        "detach after the runtime went",
-        "handed back",
-    ] {
-        let jobs: Jobs = Default::default();
-        let keep = jobs.clone();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        let timer = Timer::builder()
-            .tick(TICK)
-            .executor(Executor::Custom(Arc::new(move |job| {
-                keep.lock().unwrap().push(job)
-            })))
-            .build_on(runtime.handle())
-            .unwrap();
-        if how != "schedule_detached, driver never ran" {
-            runtime.block_on(tokio::task::yield_now());
-        }
-        let probe = Arc::new(());
-        let captured = (probe.clone(), timer.clone());
-        let callback = move || drop(captured);
-        let delay = if how == "handed back" {
-            TICK
-        } else {
-            Duration::from_secs(3600)
-        };
-        let mut handle = None;
-        if how.starts_with("schedule_detached") {
-            timer.schedule_detached(delay, callback).unwrap();
-        } else {
-            let scheduled = timer.schedule(delay, callback).unwrap();
-            if how == "detach after the runtime went" {
-                handle = Some(scheduled);
-            } else {
-                scheduled.detach();
-            }
-        }
-        if how == "handed back" {
-            runtime.block_on(async {
-                tokio::time::advance(TICK * 3).await;
-                timer.catch_up().await;
-            });
-            assert_eq!(jobs.lock().unwrap().len(), 1, "handed to the executor");
-            jobs.lock().unwrap().clear(); // dropped unrun: back to the timer
-        }
-        drop(runtime);
-        assert!(timer.is_shutdown(), "{how}");
-        assert_eq!(timer.stats().stranded_callbacks, 1, "{how}");
-        if let Some(handle) = handle {
-            handle.detach();
-        }
-        drop(timer);
-        assert_eq!(
-            Arc::strong_count(&probe),
-            1,
-            "{how}: the closure and its timer leaked"
-        );
-    }
-}
-
-/// The loss now drops user closures (the detached ones): one whose captures panic in
-/// `Drop` must not end the loss early. It did: the panic unwound out of the driver's
-/// guard (Tokio swallows it while dropping the task), skipping `stopped` and the
-/// `turned` notification, so `shutdown().await` hung for ever (as would a `catch_up`
-/// already waiting), and the panic went uncounted.
-#[test]
-fn a_detached_callback_panicking_in_drop_at_the_runtimes_loss_hangs_nothing() {
-    struct PanicOnDrop;
-    impl Drop for PanicOnDrop {
-        fn drop(&mut self) {
-            panic!("a capture panics when dropped");
-        }
-    }
-    let runtime = current_thread_runtime();
-    let timer = timer_on(runtime.handle());
-    runtime.block_on(tokio::task::yield_now());
-    let bomb = PanicOnDrop;
-    timer
-        .schedule_detached(Duration::from_secs(3600), move || {
-            let _keep = &bomb;
-        })
-        .unwrap();
-    let probe = Arc::new(());
-    let captured = probe.clone();
-    timer
-        .schedule_detached(Duration::from_secs(3600), move || drop(captured))
-        .unwrap();
-    drop(runtime);
-    assert!(timer.is_shutdown());
-    assert_eq!(
-        Arc::strong_count(&probe),
-        1,
-        "the other detached callback leaked"
-    );
-    let (tx, rx) = std::sync::mpsc::channel();
-    let t = timer.clone();
-    std::thread::spawn(move || {
-        futures::executor::block_on(t.shutdown());
-        let _ = tx.send(());
-    });
-    rx.recv_timeout(Duration::from_secs(10))
-        .expect("shutdown() hung: the driver was never marked stopped");
-    assert_eq!(
-        timer.stats().callback_panics,
-        1,
-        "the panic is caught and counted"
-    );
-}
-
-/// A cancel frees capacity before the cancelled closure is dropped, as an expiry
-/// frees it before the callback runs: a closure whose captures re-arm a fallback when
-/// dropped can do so at `max_pending(1)`, with nothing pending any more.
-#[tokio::test(start_paused = true)]
-async fn a_cancel_frees_capacity_before_the_closure_is_dropped() {
-    type Outcome = Arc<Mutex<Option<(usize, Result<(), Error>)>>>;
-    struct Fallback {
-        timer: Timer,
-        outcome: Outcome,
-    }
-    impl Drop for Fallback {
-        fn drop(&mut self) {
-            let pending = self.timer.pending();
-            let result = self.timer.schedule_detached(Duration::from_secs(1), || {});
-            *self.outcome.lock().unwrap() = Some((pending, result));
-        }
-    }
-    let timer = Timer::builder().tick(TICK).max_pending(1).build().unwrap();
-    let outcome = Arc::new(Mutex::new(None));
-    let fallback = Fallback {
-        timer: timer.clone(),
-        outcome: outcome.clone(),
-    };
-    let handle = timer
-        .schedule(Duration::from_secs(1), move || drop(fallback))
-        .unwrap();
-    assert!(handle.cancel());
-    assert_eq!(
-        outcome.lock().unwrap().take(),
-        Some((0, Ok(()))),
-        "nothing pending, yet the fallback was refused"
-    );
-    assert_eq!(timer.pending(), 1);
 }

@@ -1,17 +1,17 @@
 //! One runtime against another: a timer whose driver runs on one runtime, used from
-//! another, paused or not, or from where Tokio's context is torn down or borrowed.
-//! Deadlines count the driver's clock, whoever asks.
+//! another, paused or not. Deadlines count the driver's clock, whoever asks. (Used
+//! where Tokio's context is borrowed or torn down: `tokio_context.rs`.)
 
 use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tokio_wheel::{Sleep, Timer};
+use tokio_wheel::Timer;
 
 mod common;
 use common::{
-    answer_while_tokio_holds_its_context, current_thread_runtime, paused_runtime, timer_on,
-    timer_on_its_own_runtime, TICK,
+    assert_on_time, current_thread_runtime, paused_runtime, timer_on, timer_on_its_own_runtime,
+    TICK,
 };
 
 #[test]
@@ -33,8 +33,8 @@ fn built_on_one_runtime_awaited_on_another() {
 
 /// A multi-thread runtime's clock cannot be paused, so a timer driven there measures
 /// `sleep(d)` from the real clock, also when called from a paused test whose clock lags
-/// it (frozen since the runtime was built) or leads it (advanced): the deadline was
-/// `d` after the caller's clock, already past (fired at once) or an hour away.
+/// it (frozen since the runtime was built) or leads it (advanced): counted from the
+/// caller's clock, the deadline would be already past (firing at once) or an hour away.
 #[test]
 fn a_sleep_from_a_paused_caller_on_a_timer_driven_by_a_multi_thread_runtime_lasts_its_duration() {
     let (_driver_rt, timer) = timer_on_its_own_runtime();
@@ -69,9 +69,9 @@ fn timer_on_its_own_current_thread_runtime() -> (tokio::sync::oneshot::Sender<()
 
 /// As for a multi-thread driver: a timer driven by a real-clock current-thread runtime
 /// on another thread measures `sleep(d)` from its driver's clock, not from a paused
-/// caller's, which lags it (frozen since that runtime was built: the sleep completed
-/// at once) or leads it (advanced an hour: the sleep took an hour, so the test bounds
-/// each sleep in real time rather than hang).
+/// caller's, which lags it (frozen since that runtime was built: the sleep would
+/// complete at once) or leads it (advanced an hour: it would take an hour, so the test
+/// bounds each sleep in real time rather than hang).
 #[test]
 fn a_sleep_from_a_paused_caller_on_a_timer_driven_by_another_current_thread_runtime_lasts_its_duration(
 ) {
@@ -121,17 +121,15 @@ fn built_from_a_paused_runtime_an_hour_in_it_follows_its_own_runtimes_clock() {
     own.block_on(async {
         let start = Instant::now();
         timer.sleep(Duration::from_millis(200)).await;
-        let took = start.elapsed();
-        assert!(took >= Duration::from_millis(200), "early: {took:?}");
-        assert!(took < Duration::from_millis(200) + TICK, "late: {took:?}");
+        assert_on_time(Duration::from_millis(200), start.elapsed());
     });
 }
 
 /// A `Sleep` that `reset` left out of the wheel answers "has it passed?" by the clock
 /// the timer's driver follows, not the caller's: here the driver's runtime follows the
 /// real clock and the caller is a paused test an hour ahead of it, so by the driver's
-/// clock the reset deadline is an hour away (it completed at once when the caller's
-/// clock was asked).
+/// clock the reset deadline is an hour away (by the caller's clock it would complete at
+/// once).
 #[test]
 fn a_reset_sleep_asks_the_drivers_clock_not_the_callers() {
     let (_real, timer) = timer_on_its_own_runtime();
@@ -151,8 +149,8 @@ fn a_reset_sleep_asks_the_drivers_clock_not_the_callers() {
 /// An `Interval` tells a due tick by the clock the timer's driver follows, as a reset
 /// `Sleep` does: here the driver's runtime follows the real clock and the caller is a
 /// paused test an hour ahead of it, so by the driver's clock the tick is a second away
-/// (it completed at once when the caller's clock was asked, while a `Sleep` due at the
-/// same instant waited).
+/// (by the caller's clock it would complete at once, while a `Sleep` due at the same
+/// instant waits).
 #[test]
 fn an_intervals_tick_is_due_by_the_drivers_clock_not_the_callers() {
     let own = tokio::runtime::Builder::new_current_thread()
@@ -185,7 +183,7 @@ fn an_intervals_tick_is_due_by_the_drivers_clock_not_the_callers() {
 /// it: once `block_on` returns and the runtime moves to a thread of its own (the
 /// driver, idle, has no turn there until something wakes it), this thread running a
 /// paused test runtime, whose clock lags the driver's real one, must not measure
-/// `sleep(d)` from that paused clock (the sleep completed at once).
+/// `sleep(d)` from that paused clock (by which the sleep would complete at once).
 #[test]
 fn a_thread_that_left_the_drivers_current_thread_runtime_measures_by_the_drivers_clock() {
     let runtime = current_thread_runtime();
@@ -210,7 +208,8 @@ fn a_thread_that_left_the_drivers_current_thread_runtime_measures_by_the_drivers
 
 /// `catch_up` from a paused-clock test on a timer whose driver runs on another,
 /// real-clock runtime: it waits for one turn of that driver, not for the driver's
-/// clock to reach the caller's (which spun the driver for as long as the advance).
+/// clock to reach the caller's (which would spin the driver for as long as the
+/// advance).
 #[test]
 fn catch_up_waits_one_turn_of_a_driver_on_another_runtime() {
     let (_driver_rt, timer) = timer_on_its_own_runtime();
@@ -228,131 +227,4 @@ fn catch_up_waits_one_turn_of_a_driver_on_another_runtime() {
             started.elapsed()
         );
     });
-}
-
-/// Uses the `Sleep` it holds when the thread's locals are torn down, after real time
-/// has moved on a little, and sends what it saw: `is_elapsed`, then a poll.
-struct UsesASleepWhenDropped(Option<(Sleep, std::sync::mpsc::Sender<String>)>);
-
-impl Drop for UsesASleepWhenDropped {
-    fn drop(&mut self) {
-        use std::panic::{catch_unwind, AssertUnwindSafe};
-        let Some((mut sleep, seen)) = self.0.take() else {
-            return;
-        };
-        std::thread::sleep(Duration::from_millis(30));
-        let elapsed = catch_unwind(AssertUnwindSafe(|| sleep.is_elapsed()));
-        let polled = catch_unwind(AssertUnwindSafe(|| {
-            let waker = std::task::Waker::noop();
-            std::pin::Pin::new(&mut sleep)
-                .poll(&mut std::task::Context::from_waker(waker))
-                .is_ready()
-        }));
-        let say = |what: &str, r: std::thread::Result<bool>| match r {
-            Ok(answer) => format!("{what}: {answer}"),
-            Err(_) => format!("{what}: panicked"),
-        };
-        let _ = seen.send(say("is_elapsed", elapsed));
-        let _ = seen.send(say("ready", polled));
-    }
-}
-
-thread_local! {
-    static HOLDER: std::cell::RefCell<UsesASleepWhenDropped> =
-        const { std::cell::RefCell::new(UsesASleepWhenDropped(None)) };
-}
-
-/// What a thread-local's destructor on a new thread sees of a `Sleep` of `timer` reset
-/// to `after` from now, by `runtime`'s clock.
-fn seen_in_thread_local_teardown(
-    runtime: &tokio::runtime::Runtime,
-    timer: Timer,
-    after: Duration,
-) -> Vec<String> {
-    let handle = runtime.handle().clone();
-    let (seen, said) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        // Ours first: locals are torn down in reverse, so ours after Tokio's context.
-        HOLDER.with(|_| {});
-        let _enter = handle.enter();
-        let mut sleep = timer.sleep(Duration::from_secs(100));
-        std::pin::Pin::new(&mut sleep).reset(Instant::now() + after);
-        HOLDER.with(|holder| holder.borrow_mut().0 = Some((sleep, seen)));
-    })
-    .join()
-    .unwrap();
-    said.iter().collect()
-}
-
-/// A reset `Sleep` asks the driver's clock by entering its runtime, which Tokio
-/// refuses (with a panic) once the thread's Tokio context is torn down (it is read on
-/// a thread of its own then); a `Sleep` used from a thread-local's destructor after
-/// that must still answer, as Tokio's own `Sleep` does.
-#[test]
-fn a_reset_sleep_used_in_a_thread_local_destructor_does_not_panic() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_time()
-        .build()
-        .unwrap();
-    let timer = runtime.block_on(async { Timer::new() });
-    let seen = seen_in_thread_local_teardown(&runtime, timer, Duration::from_secs(5));
-    assert_eq!(seen, ["is_elapsed: false", "ready: false"]);
-}
-
-/// There the driver's clock is read on a thread of its own, and the real clock is no
-/// stand-in for a paused one (it runs on while the paused one stands): a reset `Sleep`
-/// whose deadline the real clock has passed but the paused driver's has not is not
-/// elapsed.
-#[test]
-fn in_a_thread_local_destructor_a_paused_drivers_deadline_is_not_passed_early() {
-    let runtime = paused_runtime();
-    let timer = runtime.block_on(async { Timer::builder().tick(TICK).build().unwrap() });
-    let seen = seen_in_thread_local_teardown(&runtime, timer, Duration::from_millis(20));
-    assert_eq!(seen, ["is_elapsed: false", "ready: false"]);
-}
-
-/// There, entering the driver's runtime to read its clock would panic: a reset
-/// `Sleep` asked `is_elapsed` answers from what the driver has processed instead, as
-/// Tokio's own `Sleep` answers.
-#[test]
-fn a_reset_sleep_asked_while_tokio_holds_its_context_does_not_panic() {
-    let (driver, timer) = timer_on_its_own_runtime();
-    let mut sleep = {
-        let _driver = driver.enter();
-        timer.sleep(Duration::from_secs(100))
-    };
-    std::pin::Pin::new(&mut sleep)
-        .reset(Instant::from_std(std::time::Instant::now()) + Duration::from_secs(5));
-    let answer =
-        answer_while_tokio_holds_its_context(move || format!("is_elapsed: {}", sleep.is_elapsed()));
-    assert_eq!(answer, "is_elapsed: false");
-}
-
-/// The same for `schedule` at the wheel's last step (a callback 400 years ahead
-/// saturates there at a 10 ms tick), which must know whether the driver's clock has
-/// passed that step: it reads that clock on a thread of its own (entering the
-/// runtime there would panic; the clock has not passed the step, so the callback is
-/// accepted), and dropping its handle counts it out (a panic there leaked it from
-/// `max_pending` for good).
-#[test]
-fn schedule_at_the_last_step_while_tokio_holds_its_context_reads_the_clock_and_leaks_nothing() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_time()
-        .build()
-        .unwrap();
-    let timer = runtime.block_on(async { Timer::builder().max_pending(1).build().unwrap() });
-    let t = timer.clone();
-    let answer = answer_while_tokio_holds_its_context(move || {
-        let far =
-            Instant::from_std(std::time::Instant::now()) + Duration::from_secs(86_400 * 365 * 400);
-        match t.schedule_at(far, || ()) {
-            Ok(_) => "scheduled".into(),
-            Err(e) => format!("{e:?}"),
-        }
-    });
-    assert_eq!(answer, "scheduled");
-    let after = runtime.block_on(async { timer.schedule(Duration::from_secs(1), || ()) });
-    assert!(after.is_ok(), "{:?}", after.err());
 }

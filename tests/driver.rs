@@ -1,6 +1,7 @@
-//! The driver: idle parking and wakeups, catch-up, exact `pending()`, lifetime, the
-//! loss of its runtime, configuration errors and lateness. (Its clock against other
-//! runtimes' is `clocks.rs`.)
+//! The driver: idle parking and wakeups, catch-up, exact `pending()`, its lifetime,
+//! building it (configuration errors, runtimes without time or shut down) and
+//! lateness. (Its clock against other runtimes' is `clocks.rs`; the loss of its
+//! runtime, `shutdown_futures.rs` and `shutdown_callbacks.rs`.)
 
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use tokio::time::Instant;
 use tokio_wheel::{Error, Sleep, Timer};
 
 mod common;
-use common::{current_thread_runtime, timer, timer_on, timer_on_its_own_runtime, TICK};
+use common::{current_thread_runtime, timer, TICK};
 
 #[tokio::test(start_paused = true)]
 async fn pending_is_exact() {
@@ -64,9 +65,8 @@ async fn a_lone_long_sleep_wakes_the_driver_only_to_fire() {
 }
 
 /// The driver parks until the earliest deadline, or until a far deadline moves down a
-/// level of the wheel: a handful of wakeups however far away, where parking until
-/// the next occupied slot of one level cost one per revolution (~8 400 a day here)
-/// and took hours of wall time for a 10-year sleep.
+/// level of the wheel: a handful of wakeups however far away, not one per revolution
+/// of a level (parking only until that level's next occupied slot).
 #[tokio::test(start_paused = true)]
 async fn far_sleeps_complete_on_time_in_a_handful_of_wakeups() {
     const DAY: u64 = 86_400;
@@ -345,77 +345,6 @@ fn build_needs_a_runtime_with_time() {
         matches!(err, Error::InvalidConfig(ref why) if why.contains("time driver")),
         "{err}"
     );
-}
-
-/// The driver's runtime shut down under a pending sleep polled from elsewhere: the
-/// sleep still completes at its deadline (the real clock times it now), neither early
-/// nor hanging, and so do later ones.
-#[test]
-fn a_runtime_shut_down_under_a_live_timer_completes_its_sleeps() {
-    let (driver_rt, timer) = timer_on_its_own_runtime();
-    let after = Duration::from_millis(400);
-    let start = std::time::Instant::now();
-    let waiter = std::thread::spawn({
-        let timer = timer.clone();
-        move || {
-            futures::executor::block_on(timer.sleep(after));
-            start.elapsed()
-        }
-    });
-    let probe = std::sync::Arc::new(());
-    let captured = probe.clone();
-    let callback = timer
-        .schedule(Duration::from_secs(3600), move || drop(captured))
-        .unwrap();
-    while timer.pending() < 2 {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    driver_rt.shutdown_timeout(Duration::from_secs(1));
-    assert!(timer.is_shutdown());
-    let slept = waiter.join().unwrap();
-    // Real clock: never early, late by a tick and a few milliseconds (tolerant).
-    assert!(
-        slept >= after && slept < after + TICK + Duration::from_millis(150),
-        "{slept:?}"
-    );
-    assert_eq!(timer.pending(), 1, "the callback stays, unrun");
-    assert_eq!(timer.stats().stranded_callbacks, 1);
-    assert_eq!(timer.schedule(TICK, || {}).unwrap_err(), Error::Shutdown);
-    // Later futures also last their duration.
-    let later = std::time::Instant::now();
-    futures::executor::block_on(timer.sleep(Duration::from_millis(50)));
-    let took = later.elapsed();
-    assert!(took >= Duration::from_millis(50), "early: {took:?}");
-    assert!(
-        took < Duration::from_millis(50) + Duration::from_secs(2),
-        "late: {took:?}"
-    );
-    // The pending callback is kept for shutdown() to return.
-    assert_eq!(std::sync::Arc::strong_count(&probe), 2, "dropped unrun");
-    let unfired = futures::executor::block_on(timer.shutdown());
-    assert_eq!(unfired.len(), 1);
-    assert!(!callback.is_expired() && !callback.is_cancelled());
-    assert_eq!(timer.pending(), 0);
-}
-
-/// The driver task is spawned but its runtime is dropped before polling it: the
-/// timer must still learn that its driver is gone, so nothing waits on it for ever.
-#[test]
-fn a_runtime_dropped_before_the_driver_ever_ran_leaves_nothing_hanging() {
-    let never_ran = current_thread_runtime();
-    let timer = timer_on(never_ran.handle());
-    drop(never_ran); // a current-thread runtime polls nothing until block_on
-    assert!(timer.is_shutdown());
-    let other = current_thread_runtime();
-    other.block_on(async {
-        let done = tokio::time::timeout(Duration::from_secs(10), async {
-            timer.sleep(Duration::from_millis(20)).await;
-            timer.shutdown().await
-        });
-        let unfired = done.await.expect("a sleep or shutdown hung");
-        assert!(unfired.is_empty());
-    });
-    assert_eq!(timer.schedule(TICK, || {}).unwrap_err(), Error::Shutdown);
 }
 
 /// The lateness bound, off Tokio's millisecond grid: the driver can only wake on

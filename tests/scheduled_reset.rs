@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 mod common;
-use common::{timer, timer_on_a_paused_runtime, TICK};
+use common::{assert_at, timer, timer_on_a_paused_runtime, TICK};
 
 /// A callback that records when it ran.
 fn recorder() -> (Arc<Mutex<Vec<Instant>>>, impl FnOnce() + Send + 'static) {
@@ -18,15 +18,13 @@ fn recorder() -> (Arc<Mutex<Vec<Instant>>>, impl FnOnce() + Send + 'static) {
     (ran, move || record.lock().unwrap().push(Instant::now()))
 }
 
+/// Asserts the callback ran once, never early, late by less than a tick and Tokio's
+/// millisecond.
+#[track_caller]
 fn assert_ran_once_at(ran: &Mutex<Vec<Instant>>, deadline: Instant) {
     let ran = ran.lock().unwrap();
     assert_eq!(ran.len(), 1, "ran {} times", ran.len());
-    assert!(ran[0] >= deadline, "early by {:?}", deadline - ran[0]);
-    assert!(
-        ran[0] < deadline + TICK + Duration::from_millis(1),
-        "late by {:?}",
-        ran[0] - deadline
-    );
+    assert_at(ran[0], deadline, TICK + Duration::from_millis(1));
 }
 
 #[tokio::test(start_paused = true)]

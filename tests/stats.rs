@@ -1,23 +1,20 @@
 //! `Stats`' counters of cancelled and reset timers, and the lateness histogram, with
 //! the paused clock.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tokio_wheel::{Lateness, Sleep, Timer};
+use tokio_wheel::{Lateness, Timer};
+
+mod common;
+use common::poll;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-/// Polls once with a no-op waker, which registers a fresh `Sleep`.
-fn poll(sleep: &mut Sleep) -> Poll<()> {
-    Pin::new(sleep).poll(&mut Context::from_waker(Waker::noop()))
 }
 
 #[tokio::test(start_paused = true)]
@@ -26,7 +23,7 @@ async fn cancelled_counts_timers_removed_before_they_fired_and_nothing_else() {
 
     // Pending, then dropped: cancelled.
     let mut pending = timer.sleep(ms(100));
-    assert!(poll(&mut pending).is_pending());
+    assert!(poll(&mut pending, Waker::noop()).is_pending());
     drop(pending);
     // Never polled, so never in the wheel: not cancelled.
     drop(timer.sleep(ms(100)));
@@ -62,7 +59,7 @@ async fn reset_counts_pending_timers_moved_in_place() {
     // Not registered yet: registers on its next poll instead of moving.
     Pin::new(&mut sleep).reset(Instant::now() + ms(200));
     assert_eq!(timer.stats().reset, 0);
-    assert!(poll(&mut sleep).is_pending());
+    assert!(poll(&mut sleep, Waker::noop()).is_pending());
     Pin::new(&mut sleep).reset(Instant::now() + ms(300));
     Pin::new(&mut sleep).reset(Instant::now() + ms(50));
     assert_eq!(timer.stats().reset, 2);
@@ -97,7 +94,7 @@ async fn lateness_counts_every_fired_timer_in_its_bucket() {
     // Due in the step [14 ms, 15 ms) from now; the driver does not run before 18 ms.
     let start = Instant::now();
     let mut late = timer.sleep(ms(15));
-    assert!(poll(&mut late).is_pending());
+    assert!(poll(&mut late, Waker::noop()).is_pending());
     tokio::time::advance(ms(18)).await;
     late.await;
     assert_eq!(start.elapsed(), ms(18));
@@ -115,7 +112,7 @@ async fn lateness_counts_every_fired_timer_in_its_bucket() {
 async fn lateness_sees_a_driver_that_ran_late() {
     let timer = Timer::builder().tick(ms(1)).build().unwrap();
     let mut sleep = timer.sleep(ms(10));
-    assert!(poll(&mut sleep).is_pending());
+    assert!(poll(&mut sleep, Waker::noop()).is_pending());
     // The runtime is blocked for 300 ms past the deadline: the driver cannot run.
     tokio::time::advance(ms(310)).await;
     sleep.await;
@@ -174,7 +171,7 @@ async fn a_futures_lateness_reads_at_most_one_step_more_even_for_the_biggest_whe
         .unwrap();
     let start = Instant::now();
     let mut sleep = timer.sleep_until(start + Duration::from_micros(7_900));
-    assert!(poll(&mut sleep).is_pending());
+    assert!(poll(&mut sleep, Waker::noop()).is_pending());
     (&mut sleep).await;
     assert_eq!(start.elapsed(), ms(8));
     // 0.1 ms late, read from the step's start as 8 ms: the [4 ms, 16 ms) bucket.
@@ -186,13 +183,13 @@ async fn a_futures_lateness_reads_at_most_one_step_more_even_for_the_biggest_whe
 async fn a_pending_sleep_reset_into_the_past_counts_as_reset() {
     let timer = Timer::builder().tick(ms(10)).build().unwrap();
     let mut sleep = timer.sleep(ms(100));
-    assert!(poll(&mut sleep).is_pending());
+    assert!(poll(&mut sleep, Waker::noop()).is_pending());
     tokio::time::advance(ms(50)).await;
     timer.catch_up().await;
     // A deadline whose step the driver has processed: out of the wheel at once.
     Pin::new(&mut sleep).reset(Instant::now() - ms(30));
     assert_eq!(timer.pending(), 0);
-    assert!(poll(&mut sleep).is_ready());
+    assert!(poll(&mut sleep, Waker::noop()).is_ready());
     let stats = timer.stats();
     assert_eq!(
         (stats.reset, stats.cancelled, stats.fired),

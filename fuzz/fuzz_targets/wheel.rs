@@ -1,5 +1,5 @@
 //! The wheel's operation sequences against its `BTreeMap` model (the same check as the
-//! proptest in `src/wheel_model.rs`), with coverage guidance.
+//! proptest in `src/tests/wheel_model.rs`), with coverage guidance.
 //!
 //! `cargo +nightly fuzz run wheel -- -max_total_time=300`
 #![no_main]

@@ -1,10 +1,12 @@
-//! Helpers shared by the behaviour tests: the tick and timers they use, polling a
-//! `Sleep` by hand, the lateness bounds, runtimes, what runs while Tokio holds its
-//! context borrowed, and re-running a test in a child process (for a path that aborts).
+//! Helpers shared by the behaviour tests: the tick and timers they use, an executor
+//! that keeps its jobs, polling a `Sleep` by hand, the lateness bounds, runtimes, what
+//! runs while Tokio holds its context borrowed, and re-running a test in a child
+//! process (for a path that aborts).
 #![allow(dead_code, unreachable_pub)] // each test file uses some
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -33,6 +35,18 @@ pub fn timer_with(executor: Executor) -> Timer {
         .executor(executor)
         .build()
         .unwrap()
+}
+
+/// The jobs an executor from [`keeping_executor`] was handed, unrun.
+pub type Jobs = Arc<Mutex<Vec<Box<dyn FnOnce() + Send>>>>;
+
+/// A `Custom` executor that keeps each job it is handed, unrun, in the returned list:
+/// the test runs each, or drops it (which hands it back to the timer).
+pub fn keeping_executor() -> (Jobs, Executor) {
+    let jobs: Jobs = Default::default();
+    let keep = jobs.clone();
+    let executor = Executor::Custom(Arc::new(move |job| keep.lock().unwrap().push(job)));
+    (jobs, executor)
 }
 
 /// Polls `sleep` once with `waker`.

@@ -267,6 +267,7 @@ pub(crate) fn fuzz(data: &[u8]) {
 }
 
 /// An operation of a holder that keeps due entries (see [`check_due`]).
+#[cfg(test)]
 #[derive(Debug, Clone)]
 pub(crate) enum DueOp {
     /// Insert at `elapsed + delta - 3` (saturating): the first three are due at once.
@@ -300,6 +301,7 @@ fn due_op() -> impl proptest::strategy::Strategy<Value = DueOp> {
 
 /// The holder's view: value -> its step and whether it is due; the values it holds
 /// in insertion order, with their slab index (`None` once taken or removed).
+#[cfg(test)]
 struct DueModel {
     wheel: Wheel<u32>,
     held: BTreeMap<u32, (u64, bool)>,
@@ -307,6 +309,7 @@ struct DueModel {
     next_value: u32,
 }
 
+#[cfg(test)]
 impl DueModel {
     fn step(&self, delta: u64) -> u64 {
         (self.wheel.elapsed() + delta).saturating_sub(3)
@@ -422,6 +425,7 @@ impl DueModel {
 
 /// Runs `ops` against the holder's model, then takes everything left: every value
 /// comes out exactly once, never before its step is processed.
+#[cfg(test)]
 pub(crate) fn check_due(slots: usize, ops: &[DueOp]) {
     let mut model = DueModel {
         wheel: Wheel::new(slots),

@@ -3,10 +3,10 @@
 //! exactly once inside `[deadline, deadline + tick)` or was cancelled, and `pending()`
 //! always equals the model's count.
 //!
-//! A unit test rather than one in `tests/`, so that it runs with the wheel's
-//! generations wrapping every three inserts (`cfg(test)`): sleeps that fired and are
-//! reset or dropped later hold keys whose index and generation often name another
-//! timer's entry by then.
+//! A unit test rather than one in the package's `tests/`, so that it runs with the
+//! wheel's generations wrapping every three inserts (`cfg(test)`): sleeps that fired
+//! and are reset or dropped later hold keys whose index and generation often name
+//! another timer's entry by then.
 
 use std::future::Future;
 use std::pin::Pin;
