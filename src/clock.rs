@@ -154,7 +154,7 @@ impl Clock {
 
     /// The last step a deadline can name, and that `step_now` can reach: deadlines
     /// saturate at `max_offset` (the wheel's last step, or i64 nanoseconds, 292 years,
-    /// from a 2.1 ms step on), and steps are counted from `u64` nanoseconds, which
+    /// from a tick of about 2.1 ms, a step of 2^19 ns, on), and steps are counted from `u64` nanoseconds, which
     /// saturate 584 years after the origin. Past it, a new deadline would saturate to
     /// a step already processed and fire at once, however far it was asked for.
     pub(crate) fn last_step(&self) -> u64 {

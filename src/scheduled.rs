@@ -65,10 +65,12 @@ use crate::driver::{Anchor, CallbackState, Place, Registration};
 #[must_use = "dropping a Scheduled cancels its callback, so `let _ =` cancels it at once; call .detach() to let it run"]
 pub struct Scheduled {
     /// `None` only transiently, in `detach`.
-    inner: Option<Handle>,
+    inner: Option<EntryRef>,
 }
 
-struct Handle {
+/// What names a callback's entry in the wheel: the timer (through its shard's anchor),
+/// the registration, and where the entry is now.
+struct EntryRef {
     anchor: Arc<Anchor>,
     reg: Registration,
     /// The step the entry is due at (with `reg`, what names it), its deadline, and
@@ -84,7 +86,7 @@ impl Scheduled {
         deadline: i64,
     ) -> Scheduled {
         Scheduled {
-            inner: Some(Handle {
+            inner: Some(EntryRef {
                 anchor,
                 reg,
                 place: Place::new(step, deadline),
@@ -92,17 +94,17 @@ impl Scheduled {
         }
     }
 
-    fn handle(&self) -> &Handle {
+    fn entry(&self) -> &EntryRef {
         self.inner
             .as_ref()
-            .expect("a Scheduled has its handle until dropped")
+            .expect("a Scheduled names its entry until dropped")
     }
 
     /// Stops the callback from running. Returns `true` iff this call stopped it: `false`
     /// if it has already run (or is running), was cancelled before, or was returned by
     /// [`Timer::shutdown`](crate::Timer::shutdown).
     pub fn cancel(&self) -> bool {
-        self.handle().cancel()
+        self.entry().cancel()
     }
 
     /// Lets the callback run even though this handle is dropped. The timer's driver
@@ -117,7 +119,7 @@ impl Scheduled {
 
     /// Whether the callback was cancelled (by [`cancel`](Scheduled::cancel)).
     pub fn is_cancelled(&self) -> bool {
-        self.handle().place.is_cancelled()
+        self.entry().place.is_cancelled()
     }
 
     /// Whether the deadline passed and the timer handed the callback to its executor:
@@ -128,14 +130,14 @@ impl Scheduled {
     ///
     /// Takes the lock of the callback's shard, briefly.
     pub fn is_expired(&self) -> bool {
-        self.handle().state() == CallbackState::Expired
+        self.entry().state() == CallbackState::Expired
     }
 
     /// When the callback is due (it runs less than a tick and a millisecond later):
     /// the deadline it was scheduled at, or the latest [`reset`](Scheduled::reset)
     /// that moved it.
     pub fn deadline(&self) -> Instant {
-        self.handle().deadline()
+        self.entry().deadline()
     }
 
     /// Moves a pending callback to `delay` from now, earlier or later, in place: the
@@ -178,24 +180,24 @@ impl Scheduled {
     /// ```
     #[must_use = "`false` means the callback did not move: it has run, or is running, or was cancelled"]
     pub fn reset(&self, delay: Duration) -> bool {
-        let handle = self.handle();
-        let shared = &handle.anchor.shared;
+        let entry = self.entry();
+        let shared = &entry.anchor.shared;
         let offset = shared.clock.offset_after(shared.now(), delay);
-        shared.reset_callback(handle.reg, &handle.place, offset)
+        shared.reset_callback(entry.reg, &entry.place, offset)
     }
 
     /// Moves a pending callback to `deadline`, in place; see
     /// [`reset`](Scheduled::reset).
     #[must_use = "`false` means the callback did not move: it has run, or is running, or was cancelled"]
     pub fn reset_at(&self, deadline: Instant) -> bool {
-        let handle = self.handle();
-        let shared = &handle.anchor.shared;
+        let entry = self.entry();
+        let shared = &entry.anchor.shared;
         let offset = shared.clock.offset_of(deadline);
-        shared.reset_callback(handle.reg, &handle.place, offset)
+        shared.reset_callback(entry.reg, &entry.place, offset)
     }
 }
 
-impl Handle {
+impl EntryRef {
     fn deadline(&self) -> Instant {
         self.anchor.shared.clock.instant_at(self.place.deadline())
     }

@@ -68,7 +68,7 @@ pub struct Sleep {
     deadline: i64,
     /// [`State`], packed: a `Sleep` is 24 bytes, which is most of what a pending one
     /// costs (its wheel entry is 32). Atomic only so that `is_elapsed` (`&self`) can
-    /// record a `Reset` sleep it found elapsed (relaxed: a plain load and store).
+    /// record an `Unregistered` sleep it found elapsed (relaxed: a plain load and store).
     state: AtomicU64,
 }
 
@@ -77,12 +77,12 @@ pub struct Sleep {
 enum State {
     /// Not in the wheel: never polled.
     Idle,
-    /// Not in the wheel since a `reset` that could not move an entry (there was none,
-    /// it had fired, or the new deadline had passed). Polled, it registers as `Idle`
-    /// does (no clock read on the poll path); until then `is_elapsed` counts it as
-    /// fired once the driver or the clock has passed its deadline, as tokio's, whose
-    /// `reset` always registers, does, and records that as `Elapsed`.
-    Reset,
+    /// Not in the wheel, though polled or reset before: after a `reset` that could not
+    /// move an entry (there was none, it had fired, or the new deadline had passed),
+    /// or while a fallback times it. Polled, it registers as `Idle` does; until then
+    /// `is_elapsed` counts it as fired once its deadline has passed, as tokio's (whose
+    /// `reset` always registers) does, and records that as `Elapsed`.
+    Unregistered,
     /// In the wheel at `reg`, due at the deadline's step.
     Registered(Registration),
     /// Fired.
@@ -93,14 +93,14 @@ enum State {
 const IDLE: u64 = 0;
 const REGISTERED: u64 = 1;
 const ELAPSED: u64 = 2;
-const RESET: u64 = 3;
+const UNREGISTERED: u64 = 3;
 const _: () = assert!(REGISTRATION_BITS + 2 <= 64);
 
 impl State {
     fn pack(self) -> u64 {
         match self {
             State::Idle => IDLE,
-            State::Reset => RESET,
+            State::Unregistered => UNREGISTERED,
             State::Registered(reg) => (reg.to_bits() << 2) | REGISTERED,
             State::Elapsed => ELAPSED,
         }
@@ -110,7 +110,7 @@ impl State {
         match bits & 3 {
             REGISTERED => State::Registered(Registration::from_bits(bits >> 2)),
             ELAPSED => State::Elapsed,
-            RESET => State::Reset,
+            UNREGISTERED => State::Unregistered,
             _ => State::Idle,
         }
     }
@@ -176,8 +176,10 @@ impl Sleep {
         let elapsed = match self.state() {
             State::Idle => return false,
             State::Elapsed => return true,
-            State::Reset if shared.is_shutdown() => shared.fallback_has_passed(self.deadline()),
-            State::Reset => shared.due(self.deadline).is_some(),
+            State::Unregistered if shared.is_shutdown() => {
+                shared.fallback_has_passed(self.deadline())
+            }
+            State::Unregistered => shared.due(self.deadline).is_some(),
             State::Registered(reg) => {
                 shared.has_fired(reg, self.deadline)
                     || shared.due(self.deadline).is_some()
@@ -187,9 +189,9 @@ impl Sleep {
                         && shared.fallback_has_passed(self.deadline()))
             }
         };
-        // A `Reset` one found elapsed records it, so that the next `poll` is `Ready`
+        // An `Unregistered` one found elapsed records it, so that the next `poll` is `Ready`
         // without reading the clock again.
-        if elapsed && self.state() == State::Reset {
+        if elapsed && self.state() == State::Unregistered {
             self.state.store(State::Elapsed.pack(), Ordering::Relaxed);
         }
         elapsed
@@ -225,7 +227,7 @@ impl Sleep {
             }
         }
         let state = match this.state() {
-            State::Idle | State::Reset | State::Elapsed => State::Reset,
+            State::Idle | State::Unregistered | State::Elapsed => State::Unregistered,
             State::Registered(reg) => match this.shared().due(this.deadline) {
                 // Due now: out of the wheel, its task woken to complete it.
                 Some(late) => {
@@ -241,7 +243,7 @@ impl Sleep {
                         // Fired already, or the new deadline has been processed:
                         // register afresh on the next poll (the waker, if any, was
                         // woken to bring that poll).
-                        State::Reset
+                        State::Unregistered
                     }
                 }
             },
@@ -260,7 +262,7 @@ impl Sleep {
             .poll_fallback(&mut anchor.fallback, deadline, cx);
         let state = match ready {
             Poll::Ready(()) => State::Elapsed,
-            Poll::Pending => State::Reset,
+            Poll::Pending => State::Unregistered,
         };
         self.set_state(state);
         ready
@@ -280,17 +282,19 @@ impl Future for Sleep {
         let shared = &*this.anchor.shared;
         let state = match this.state() {
             State::Elapsed => return Poll::Ready(()),
-            State::Idle | State::Reset if this.anchor.fallback.is_some() => {
+            State::Idle | State::Unregistered if this.anchor.fallback.is_some() => {
                 return this.poll_fallback(cx);
             }
             // Due already (`advance`, a sleep elsewhere to the same instant, a
             // deadline in the past): ready without registering.
-            State::Idle | State::Reset if shared.due(this.deadline).is_some() => State::Elapsed,
-            State::Idle | State::Reset => {
+            State::Idle | State::Unregistered if shared.due(this.deadline).is_some() => {
+                State::Elapsed
+            }
+            State::Idle | State::Unregistered => {
                 match shared.register(this.step(), cx.waker(), this.anchor.site, this.deadline) {
                     Registered::Pending(reg) => State::Registered(reg),
                     Registered::Due => State::Elapsed,
-                    Registered::Elsewhere => return this.poll_fallback(cx),
+                    Registered::Fallback => return this.poll_fallback(cx),
                 }
             }
             State::Registered(reg) => {

@@ -1,6 +1,6 @@
 //! The synchronisation primitives the timer's shared state uses, swapped for loom's
 //! under `--cfg loom` (as tokio does) so that `tests/loom.rs` can explore every
-//! interleaving of registration, cancel, reset, drop, shutdown and the tick.
+//! interleaving of registration, cancel, reset, drop, shutdown and the driver's turn.
 //!
 //! `Arc` stays std's: loom's has no `Weak`, and the races worth modelling are all
 //! decided under the wheel's `Mutex` and in the atomics, which loom does see.

@@ -22,7 +22,7 @@ pub(crate) enum Registered {
     Due,
     /// Not in the wheel, which no longer turns (shut down, its runtime gone) or is
     /// full: time it with a [`Fallback`](super::fallback::Fallback) instead.
-    Elsewhere,
+    Fallback,
 }
 
 /// Why a future's entry leaves the wheel other than by the driver firing it, for the
@@ -78,7 +78,7 @@ impl Shared {
         let (index, shard) = self.local();
         let mut wheels = lock(&shard.wheels);
         if self.shutdown.load(Ordering::SeqCst) {
-            return Registered::Elsewhere;
+            return Registered::Fallback;
         }
         match wheels.futures.insert(step, waker.clone()) {
             Ok(key) => {
@@ -94,7 +94,7 @@ impl Shared {
             Err((_, InsertError::Elapsed)) => Registered::Due,
             // Entries are 32 bytes and a shard holds 2^32 - 1 of them; a future's
             // registration that would overflow it is timed elsewhere.
-            Err((_, InsertError::Full)) => Registered::Elsewhere,
+            Err((_, InsertError::Full)) => Registered::Fallback,
         }
     }
 

@@ -166,7 +166,7 @@ pub(super) struct Shard {
     pub(super) elapsed: AtomicU64,
 }
 
-/// Statistics the driver keeps, for tests and benchmarks.
+/// The counts the driver keeps beside the shards' own, which [`Stats`] reports.
 #[derive(Debug, Default)]
 pub(super) struct Counters {
     pub(super) wakeups: StdAtomicU64,
@@ -272,7 +272,7 @@ impl Shared {
     /// The shard of the calling thread.
     pub(super) fn local(&self) -> (u16, &Shard) {
         let index = thread_shard(self.shards.len());
-        // At most `builder::MAX_SHARDS` shards, so the index fits.
+        // At most `config::MAX_SHARDS` shards, so the index fits.
         (index as u16, &self.shards[index])
     }
 
