@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
+use crate::config::Executor;
 use crate::config::{Config, MAX_SHARDS, MAX_WHEEL_SIZE, MIN_TICK};
-use crate::{Error, Executor};
+use crate::error::Error;
 
 /// Configures and starts a [`Timer`](crate::Timer).
 ///

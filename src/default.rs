@@ -10,7 +10,13 @@ use std::panic::Location;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::{Builder, Instant, Interval, PendingSite, Sleep, Timeout, Timer};
+use crate::builder::Builder;
+use crate::interval::Interval;
+use crate::sites::PendingSite;
+use crate::sleep::Sleep;
+use crate::timeout::Timeout;
+use crate::timer::Timer;
+use tokio::time::Instant;
 
 /// The environment variable that turns call-site tracking on for the default timers
 /// (see [`pending_by_site`]).
@@ -137,7 +143,7 @@ mod per_runtime {
 
     use tokio::runtime::{Handle, Id};
 
-    use crate::Timer;
+    use crate::timer::Timer;
 
     /// The tick of a runtime's own timer: Tokio's timer's resolution.
     pub(crate) const TEST_TICK: Duration = Duration::from_millis(1);

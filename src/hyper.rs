@@ -13,7 +13,8 @@ use std::time::{Duration, Instant as StdInstant};
 use ::hyper::rt;
 use tokio::time::Instant;
 
-use crate::{Sleep, Timer};
+use crate::sleep::Sleep;
+use crate::timer::Timer;
 
 /// hyper's timer on this wheel. Sleeps are boxed [`Sleep`]s, and [`reset`]
 /// (`rt::Timer::reset`) moves one in place: no new box, no new wheel entry.

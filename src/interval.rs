@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::jitter;
-use crate::Sleep;
+use crate::sleep::Sleep;
 
 /// Tokio's own threshold for a missed tick: a timer finer than 4 ms keeps it, so that
 /// tests written for Tokio (the `test-util` timer's tick is 1 ms) see its schedule.

@@ -6,7 +6,8 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
-use crate::{Elapsed, Sleep};
+use crate::error::Elapsed;
+use crate::sleep::Sleep;
 
 pin_project! {
     /// A future that runs `F` until it completes or its deadline passes, whichever is

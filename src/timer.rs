@@ -8,13 +8,19 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::builder::Builder;
 use crate::callback;
 use crate::clock::deadline_after;
 use crate::config::MAX_SHARDS;
 use crate::driver::{self, Anchor, Shared, SiteAnchors};
+use crate::error::Error;
+use crate::interval::Interval;
 use crate::scheduled::Scheduled;
+use crate::scheduled::Unfired;
 use crate::sites::{PendingSite, Site};
-use crate::{Builder, Error, Interval, Sleep, Stats, Timeout, Unfired};
+use crate::sleep::Sleep;
+use crate::stats::Stats;
+use crate::timeout::Timeout;
 
 /// A hashed-wheel timer, driven by one Tokio task.
 ///

@@ -38,7 +38,7 @@ use ::tower::{BoxError, Layer, Service};
 use pin_project_lite::pin_project;
 
 use crate::default::with_default;
-use crate::Timer;
+use crate::timer::Timer;
 
 /// Applies a [`Timeout`] to every request of the services it wraps.
 ///
@@ -182,7 +182,7 @@ pin_project! {
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct ResponseFuture<F> {
         #[pin]
-        inner: crate::Timeout<F>,
+        inner: crate::timeout::Timeout<F>,
     }
 }
 

@@ -183,6 +183,18 @@ fn target(
     }
 }
 
+/// Whether `crate::{segment}` names an item through lib.rs's re-exports (which serve
+/// users) rather than a module: inside the crate, items are imported by their
+/// module's path, so that the imports draw the layers as they are.
+fn through_reexport(
+    segment: &str,
+    ranks: &BTreeMap<String, usize>,
+    root_names: &BTreeMap<String, Option<String>>,
+) -> bool {
+    let module = [format!("{segment}.rs"), format!("{segment}/mod.rs")];
+    !module.iter().any(|file| ranks.contains_key(file)) && root_names.contains_key(segment)
+}
+
 /// The names of the methods each `impl Shared {` block of `code` defines.
 fn shared_methods(code: &str) -> Vec<String> {
     let mut methods = Vec::new();
@@ -278,6 +290,11 @@ fn violations(root: &Path) -> Vec<String> {
             if Some(segment.as_str()) == folder {
                 continue; // a path into its own folder, as `super::` is
             }
+            if through_reexport(&segment, &ranks, &crate_names) {
+                found.push(format!(
+                    "{name} names `crate::{segment}` through lib.rs's re-exports: import it by its module's path"
+                ));
+            }
             targets.extend(target(&segment, None, &ranks, &crate_names, &folder_names));
         }
         if folder.is_some() {
@@ -334,4 +351,13 @@ fn the_check_sees_a_use_a_path_and_a_call_upwards() {
             ["Sleep"],
         Some("sleep".to_string())
     );
+}
+
+#[test]
+fn the_check_refuses_an_import_through_a_root_reexport() {
+    let ranks: BTreeMap<String, usize> = [("sleep.rs".to_string(), 0)].into();
+    let names = reexports("pub use sleep::Sleep;\npub use tokio::time::Instant;");
+    assert!(through_reexport("Sleep", &ranks, &names));
+    assert!(through_reexport("Instant", &ranks, &names));
+    assert!(!through_reexport("sleep", &ranks, &names));
 }

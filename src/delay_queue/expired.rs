@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::time::Instant;
 
-use crate::Error;
+use crate::error::Error;
 
 /// Names a value in the [`DelayQueue`](crate::DelayQueue) that returned it, until a
 /// consumer takes the value or it is removed or cleared; then, and in every other

@@ -76,9 +76,10 @@ use self::expired::first_serial;
 use self::state::{lock, Aimed, Item, State};
 use self::waiting::Waiting;
 use crate::error::Error;
+use crate::sleep::Sleep;
 use crate::sync::Mutex;
+use crate::timer::Timer;
 use crate::wheel::{InsertError, Wheel};
-use crate::{Sleep, Timer};
 
 /// A queue of values that come out, through [`poll_expired`](DelayQueue::poll_expired),
 /// [`next_expired`](DelayQueue::next_expired) or the [`Stream`] impl, once their

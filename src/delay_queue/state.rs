@@ -12,9 +12,9 @@ use std::task::{Context, Poll, Waker};
 
 use super::expired::{Expired, Key};
 use crate::clock::Clock;
+use crate::sleep::Sleep;
 use crate::sync::{Mutex, MutexGuard};
 use crate::wheel::{self, Wheel};
-use crate::Sleep;
 
 /// Values a consumer's poll moves to the due list at most, beyond the step it is in,
 /// before it takes one: the lock is held for a bounded time however long the backlog.

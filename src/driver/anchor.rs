@@ -111,7 +111,9 @@ mod tests {
 
     #[test]
     fn each_thread_holds_its_own_shards_anchor() {
-        let mut config = crate::Builder::default().validate().expect("defaults");
+        let mut config = crate::builder::Builder::default()
+            .validate()
+            .expect("defaults");
         config.shards = 2;
         let shared = Shared::new(config, None);
         let anchors = Anchor::all(&shared);

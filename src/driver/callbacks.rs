@@ -14,10 +14,11 @@ use std::sync::{Arc, Weak};
 
 use super::shared::{drop_released, Registration, Shared};
 use crate::callback::{run_caught, Callback};
+use crate::config::Executor;
+use crate::error::Error;
 use crate::sites::{ShardTags, Site, Tag};
 use crate::sync::{lock, AtomicU64};
 use crate::wheel::{InsertError, MAX_ENTRIES, MAX_STEP};
-use crate::{Error, Executor};
 
 /// Where a callback is, as its [`Scheduled`](crate::Scheduled) handle sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,12 +21,13 @@ use super::progress::Progress;
 use super::runtime::DriverRuntime;
 use crate::callback::{run_caught, Callback};
 use crate::clock::{Clock, STEPS_PER_TICK};
+use crate::config::Executor;
 use crate::config::{Config, MAX_WHEEL_SIZE};
 use crate::sites::{PendingSite, ShardTags, Tag, Tally};
 use crate::stats::Lateness;
+use crate::stats::Stats;
 use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex};
 use crate::wheel::{Entry, Key, Wheel, KEY_BITS};
-use crate::{Executor, Stats};
 
 /// Entries' storage a shard keeps when it empties (~200 KiB); beyond that it is freed,
 /// so memory follows the load back down after a burst (the soak test checks it).
@@ -476,7 +477,9 @@ mod tests {
             (1 << 19, 1 << 20),
             (1 << 20, 1 << 20),
         ] {
-            let mut config = crate::Builder::default().validate().expect("defaults");
+            let mut config = crate::builder::Builder::default()
+                .validate()
+                .expect("defaults");
             config.wheel_size = ticks;
             config.shards = 1;
             let shared = Shared::new(config, None);
@@ -498,7 +501,7 @@ mod tests {
     fn an_idle_timer_holds_little_whatever_its_shards_and_wheel_size() {
         for wheel_size in [1024, 1 << 20] {
             for shards in [2, 64] {
-                let mut config = crate::Builder::default()
+                let mut config = crate::builder::Builder::default()
                     .wheel_size(wheel_size)
                     .validate()
                     .expect("valid");

@@ -32,7 +32,7 @@ use super::shared::Shared;
 use super::turn::Turn;
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::Error;
+use crate::error::Error;
 
 /// Creates the shared state and spawns its driver on `runtime`.
 ///

@@ -261,7 +261,9 @@ mod tests {
     /// call, for the one it waits for: a sleep due between the two stays unfired.
     #[test]
     fn catch_up_called_after_a_turn_read_the_clock_waits_for_the_next_turn() {
-        let mut config = crate::Builder::default().validate().expect("defaults");
+        let mut config = crate::builder::Builder::default()
+            .validate()
+            .expect("defaults");
         config.shards = 1;
         let shared = Shared::new(config, None);
         let woken = Arc::new(Flag(AtomicBool::new(false)));

@@ -16,7 +16,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::clock::deadline_after;
-use crate::{Sleep, Timer};
+use crate::sleep::Sleep;
+use crate::timer::Timer;
 
 /// A direction of a stream, as an index into per-direction state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -35,7 +35,8 @@ use tokio::time::Instant;
 
 use super::direction::Dir;
 use crate::clock::deadline_after;
-use crate::{Sleep, Timer};
+use crate::sleep::Sleep;
+use crate::timer::Timer;
 
 /// The connection's idle timeout.
 #[derive(Debug)]

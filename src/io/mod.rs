@@ -64,7 +64,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use self::direction::{Dir, DirectionTimeout, Outcome};
 use self::idle::IdleTimeout;
-use crate::Timer;
+use crate::timer::Timer;
 
 pin_project! {
     /// An [`AsyncRead`]/[`AsyncWrite`] whose reads and writes fail with

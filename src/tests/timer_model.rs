@@ -17,7 +17,10 @@ use std::time::Duration;
 use proptest::prelude::*;
 use tokio::time::Instant;
 
-use crate::{Scheduled, Sleep, Timeout, Timer};
+use crate::scheduled::Scheduled;
+use crate::sleep::Sleep;
+use crate::timeout::Timeout;
+use crate::timer::Timer;
 
 const TICK: Duration = Duration::from_millis(10);
 
