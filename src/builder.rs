@@ -166,7 +166,9 @@ impl Builder {
     ///
     /// The line is the caller of `sleep`, `sleep_until`, `timeout`, `timeout_at`,
     /// `interval`, `interval_at`, `schedule`, `schedule_at`, `schedule_detached` or
-    /// `schedule_detached_at` (`#[track_caller]`), as a panic's message names it.
+    /// `schedule_detached_at` (`#[track_caller]`), as a panic's message names it; for
+    /// a [`DelayQueue`](crate::DelayQueue)'s values on this timer, the caller of
+    /// `insert`, `insert_at`, `try_insert` or `try_insert_at`.
     ///
     /// Off, it costs nothing: no memory, and a branch or two per timer. On, each
     /// pending timer costs 16 bytes more, and making a future looks its line up in a

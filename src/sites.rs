@@ -17,6 +17,13 @@
 //! holds is simply not read. So tracking costs an insert one store and nothing else;
 //! counting is a walk over the entries present, each shard under its lock, in
 //! [`Tally`]. The counts are therefore exact for each shard at the moment it is read.
+//!
+//! A [`DelayQueue`](crate::DelayQueue)'s values are not the timer's entries: they
+//! live in a wheel of the queue's own, under its lock. A queue on a tracking timer
+//! keeps [`Tags`] beside that wheel, the same way, and registers with the timer as a
+//! [`SiteSource`], held weakly: `pending_by_site` adds the values of the queues still
+//! alive, each under its lock, to the timer's own. A queue on a timer that does not
+//! track keeps no table (`None`) and registers nowhere.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -98,6 +105,14 @@ impl ShardTags {
     pub(crate) fn of(tags: &mut Option<Box<ShardTags>>) -> &mut ShardTags {
         tags.get_or_insert_with(Box::default)
     }
+}
+
+/// Pending values counted by site that are not the timer's own entries (a
+/// [`DelayQueue`](crate::DelayQueue)'s): what a tracking timer holds weakly beside its
+/// shards, so that nothing below the queue depends on it.
+pub(crate) trait SiteSource: Send + Sync {
+    /// Counts, into `tally`, the tag of every value held now.
+    fn tally(&self, tally: &mut Tally);
 }
 
 /// Hashes a [`Location`]'s address: one multiplication, for the maps keyed by call site
@@ -197,10 +212,13 @@ impl Tally {
 /// The line is the caller of the entry point that made the timer (`sleep`,
 /// `sleep_until`, `timeout`, `timeout_at`, `interval`, `interval_at`, `schedule`,
 /// `schedule_at`, `schedule_detached`, `schedule_detached_at`, on a
-/// [`Timer`](crate::Timer) or the free functions). Timers this crate makes for you
-/// show at its own lines: a [`DelayQueue`](crate::DelayQueue)'s values and its
-/// wakeup, an [`io::TimeoutStream`](crate::io::TimeoutStream)'s idle timeouts, hyper's
-/// sleeps through `hyper::rt::Timer`.
+/// [`Timer`](crate::Timer) or the free functions), or that inserted a
+/// [`DelayQueue`](crate::DelayQueue)'s value (`insert`, `insert_at`, `try_insert`,
+/// `try_insert_at`): a queue's values are counted with its timer's timers, until they
+/// are removed, taken or cleared, or the queue is dropped. Timers this crate makes for
+/// you show at its own lines: a queue's one wakeup, an
+/// [`io::TimeoutStream`](crate::io::TimeoutStream)'s idle timeouts, hyper's sleeps
+/// through `hyper::rt::Timer`.
 ///
 /// # Examples
 ///

@@ -180,7 +180,10 @@ impl Timer {
     /// or the free functions); see [`PendingSite`]. Timers are counted as
     /// [`pending`](Timer::pending) counts them: a future from its first poll until it
     /// fires, is dropped or is reset into the past; a callback from `schedule` until
-    /// it runs or is cancelled. Sites of equal count come earliest deadline first.
+    /// it runs or is cancelled. The values of the [`DelayQueue`](crate::DelayQueue)s
+    /// on this timer are counted too, at the lines that inserted them, from insert
+    /// until removed, taken or cleared (their sum is beyond `pending()`, which counts
+    /// a queue's one sleep). Sites of equal count come earliest deadline first.
     ///
     /// It walks every pending timer, each shard of the wheel under its lock (the
     /// shards are read one after another, so a timer made or gone meanwhile may or

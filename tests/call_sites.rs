@@ -3,7 +3,9 @@
 //! leaves its line's count when it fires, is cancelled, dropped or reset into the
 //! past; the earliest deadline is the earliest pending; the most pending come first;
 //! nothing is listed when tracking is off; the free functions are tracked when the
-//! environment says so; counts stay exact with many threads.
+//! environment says so; counts stay exact with many threads. A `DelayQueue`'s values
+//! are listed at the lines that inserted them, until removed, taken or cleared, or
+//! the queue is dropped.
 //!
 //! Futures are polled by hand (tokio-test's mock task) on the paused clock, so that a
 //! timer registers exactly when the test polls it. Lines are taken with `line!()` in
@@ -17,7 +19,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_test::assert_ready;
 use tokio_test::task::{spawn, Spawn};
-use tokio_wheel::{Interval, MissedTickBehavior, Sleep, Timer};
+use tokio_wheel::{DelayQueue, Interval, MissedTickBehavior, Sleep, Timer};
 
 mod common;
 use common::{assert_child_ok, is_child, TICK};
@@ -59,6 +61,29 @@ fn listed(timer: &Timer) -> Vec<(u32, usize, Option<Instant>)> {
 #[track_caller]
 fn counts(timer: &Timer) -> BTreeMap<u32, usize> {
     listed(timer).into_iter().map(|(l, n, _)| (l, n)).collect()
+}
+
+/// What `pending_by_site` lists at this file's lines, in its order, as (line, pending,
+/// earliest deadline), with `held` values in the timer's queues: checks that the
+/// counts of every line listed (a queue's wakeup is at the crate's) add up to the
+/// timer's pending timers and those values.
+#[track_caller]
+fn listed_with(timer: &Timer, held: usize) -> Vec<(u32, usize, Option<Instant>)> {
+    let sites = timer.pending_by_site();
+    let total: usize = sites.iter().map(|site| site.pending()).sum();
+    assert_eq!(
+        total,
+        timer.pending() + held,
+        "every timer and value has its line"
+    );
+    sites
+        .iter()
+        .filter(|site| site.location().file() == file!())
+        .map(|site| {
+            let line = site.location().line();
+            (line, site.pending(), site.earliest_deadline())
+        })
+        .collect()
 }
 
 /// Polls a mock task once, expecting it to wait.
@@ -282,6 +307,111 @@ async fn a_timer_that_does_not_track_lists_nothing() {
     assert!(t.pending_by_site().is_empty());
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_queues_inserts_name_their_callers_lines() {
+    let t = tracking();
+    let queue = DelayQueue::with_timer(&t);
+    let start = Instant::now();
+    let (l1, k1) = (line!(), queue.insert(1, HOUR));
+    let (l2, k2) = (line!(), queue.insert_at(2, start + ODD));
+    let (l3, k3) = (line!(), queue.try_insert(3, ODD * 2).unwrap());
+    let (l4, k4) = (line!(), queue.try_insert_at(4, start + ODD * 3).unwrap());
+    let mut l5 = 0;
+    for n in [5, 4, 6] {
+        let (line, _) = (line!(), queue.insert(n, ODD * n));
+        l5 = line;
+    }
+    let at = |n: u32| Some(start + ODD * n);
+    assert_eq!(queue.deadline(&k1), Some(start + HOUR));
+    assert_eq!(
+        [&k2, &k3, &k4].map(|key| queue.deadline(key)),
+        [at(1), at(2), at(3)]
+    );
+    // Most pending first, then earliest deadline first.
+    let expected = [
+        (l5, 3, at(4)),
+        (l2, 1, at(1)),
+        (l3, 1, at(2)),
+        (l4, 1, at(3)),
+        (l1, 1, Some(start + HOUR)),
+    ];
+    assert_eq!(listed_with(&t, 7), expected);
+    assert_eq!(t.pending(), 0, "values are the queue's, not the timer's");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queue_value_leaves_its_line_when_removed_taken_or_cleared() {
+    let t = tracking();
+    let queue = DelayQueue::with_timer(&t);
+    let start = Instant::now();
+    let mut keys = Vec::new();
+    let mut line = 0;
+    for n in 1..=4 {
+        let (l, key) = (line!(), queue.insert(n, ODD * n));
+        line = l;
+        keys.push(key);
+    }
+    let (other, _kept) = (line!(), queue.insert(0, HOUR));
+    let at = |n: u32| Some(start + ODD * n);
+    let hour = (other, 1, Some(start + HOUR));
+    assert_eq!(listed_with(&t, 5), [(line, 4, at(1)), hour]);
+    // Removed: the earliest leaves; the next is the earliest.
+    assert_eq!(queue.remove(&keys[0]), Some(1));
+    assert_eq!(listed_with(&t, 4), [(line, 3, at(2)), hour]);
+    // Reset later: the next is the earliest; reset earlier: it is, exactly.
+    assert!(queue.reset(&keys[1], ODD * 5));
+    assert_eq!(listed_with(&t, 4), [(line, 3, at(3)), hour]);
+    assert!(queue.reset_at(&keys[1], start + ODD / 2));
+    let half = Some(start + ODD / 2);
+    assert_eq!(listed_with(&t, 4), [(line, 3, half), hour]);
+    // Due, it is the queue's until a consumer takes it.
+    tokio::time::advance(ODD).await;
+    assert_eq!(listed_with(&t, 4), [(line, 3, half), hour]);
+    let taken = queue.next_expired().await.unwrap();
+    assert_eq!((taken.key(), taken.into_inner()), (keys[1], 2));
+    assert_eq!(listed_with(&t, 3), [(line, 2, at(3)), hour]);
+    // Cleared: nothing left; a value inserted after it has its own line.
+    queue.clear();
+    assert_eq!(listed_with(&t, 0), []);
+    let (again, _) = (line!(), queue.insert(9, ODD));
+    assert_eq!(listed_with(&t, 1), [(again, 1, Some(start + ODD * 2))]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_queue_leaves_no_lines() {
+    let t = tracking();
+    let queue = DelayQueue::with_timer(&t);
+    let (line, _) = (line!(), queue.insert(1, HOUR));
+    let deadline = Some(Instant::now() + HOUR);
+    let handle = queue.clone();
+    {
+        // A consumer waits: the queue's one sleep is the timer's, at the crate's line.
+        let mut consumer = spawn(handle.next_expired());
+        waits(&mut consumer);
+        assert_eq!(t.pending(), 1);
+        assert_eq!(listed_with(&t, 1), [(line, 1, deadline)]);
+    }
+    drop(queue);
+    assert_eq!(
+        listed_with(&t, 1),
+        [(line, 1, deadline)],
+        "a handle is left"
+    );
+    drop(handle);
+    assert_eq!(t.pending(), 0);
+    assert!(t.pending_by_site().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queue_on_a_timer_that_does_not_track_lists_nothing() {
+    let t = common::timer();
+    let queue = DelayQueue::with_timer(&t);
+    queue.insert(1, HOUR);
+    queue.try_insert_at(2, Instant::now() + HOUR).unwrap();
+    assert_eq!(queue.len(), 2);
+    assert!(t.pending_by_site().is_empty());
+}
+
 /// Many threads making, dropping and keeping timers at once, on several shards: the
 /// lines' counts are exact, and add up to `pending()`.
 #[test]
@@ -400,7 +530,38 @@ fn the_free_functions_are_not_tracked_otherwise() {
     runtime.block_on(async {
         let mut sleep = spawn(tokio_wheel::sleep(HOUR));
         waits(&mut sleep);
+        let queue = DelayQueue::new();
+        queue.insert(1, HOUR);
         assert!(tokio_wheel::pending_by_site().is_empty());
     });
     println!("child: not tracked");
+}
+
+/// A queue on the default timer (`DelayQueue::new`) is tracked with it, when the
+/// process starts with the variable set: its values at the lines that inserted them,
+/// until the queue is dropped.
+#[test]
+fn the_default_timers_queues_are_tracked_when_the_environment_says_so() {
+    const NAME: &str = "the_default_timers_queues_are_tracked_when_the_environment_says_so";
+    if !is_child() {
+        return assert_child_ok(&in_child(NAME, Some("1")), "child: queue tracked");
+    }
+    let runtime = common::current_thread_runtime();
+    runtime.block_on(async {
+        let here = || -> BTreeMap<u32, usize> {
+            tokio_wheel::pending_by_site()
+                .iter()
+                .filter(|site| site.location().file() == file!())
+                .map(|site| (site.location().line(), site.pending()))
+                .collect()
+        };
+        let queue = DelayQueue::new();
+        let (l1, _) = (line!(), queue.insert(1, HOUR));
+        let (l2, _) = (line!(), queue.insert_at(2, Instant::now() + HOUR));
+        let (l3, _) = (line!(), queue.insert(3, HOUR));
+        assert_eq!(here(), BTreeMap::from([(l1, 1), (l2, 1), (l3, 1)]));
+        drop(queue);
+        assert_eq!(here(), BTreeMap::new());
+    });
+    println!("child: queue tracked");
 }

@@ -57,6 +57,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::panic::Location;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -76,6 +77,7 @@ use self::expired::first_serial;
 use self::state::{lock, Aimed, Item, State};
 use self::waiting::Waiting;
 use crate::error::Error;
+use crate::sites::{Site, SiteSource, Tag, Tags, Tally};
 use crate::sleep::Sleep;
 use crate::sync::Mutex;
 use crate::timer::Timer;
@@ -238,13 +240,15 @@ impl<T: Send + 'static> DelayQueue<T> {
     }
 
     fn build(timer: &Timer, capacity: usize) -> Self {
-        let clock = timer.shared().clock;
+        let shared = timer.shared();
+        let clock = shared.clock;
         let waiting = Arc::new(Waiting::new());
-        let slots = timer.shared().wheel_size() * clock.steps_per_tick();
+        let slots = shared.wheel_size() * clock.steps_per_tick();
         let queue = Arc::new(Queue {
             timer: timer.clone(),
             state: Mutex::new(State {
                 wheel: Wheel::with_capacity(slots, capacity),
+                tags: shared.track_call_sites.then(Tags::default),
                 clock,
                 next_serial: first_serial(),
                 sleep: None,
@@ -254,6 +258,10 @@ impl<T: Send + 'static> DelayQueue<T> {
             wake_all: Waker::from(waiting.clone()),
             waiting,
         });
+        if shared.track_call_sites {
+            let source: Arc<dyn SiteSource> = queue.clone();
+            shared.register_sites(Arc::downgrade(&source));
+        }
         DelayQueue::handle(queue)
     }
 
@@ -264,12 +272,13 @@ impl<T: Send + 'static> DelayQueue<T> {
     ///
     /// If the queue already holds 2^32 − 1 values (as a `Vec` panics past its
     /// capacity); [`try_insert`](DelayQueue::try_insert) returns an error instead.
+    #[track_caller]
     pub fn insert(&self, value: T, timeout: Duration) -> Key {
         let shared = self.queue.timer.shared();
         let now = shared.now();
         let offset = shared.clock.offset_after(now, timeout);
         self.queue
-            .insert(value, offset, Some(now))
+            .insert(value, offset, Some(now), Location::caller())
             .unwrap_or_else(|e| full(&e))
     }
 
@@ -280,10 +289,11 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// # Panics
     ///
     /// As [`insert`](DelayQueue::insert).
+    #[track_caller]
     pub fn insert_at(&self, value: T, when: Instant) -> Key {
         let offset = self.queue.timer.shared().clock.offset_of(when);
         self.queue
-            .insert(value, offset, None)
+            .insert(value, offset, None, Location::caller())
             .unwrap_or_else(|e| full(&e))
     }
 
@@ -296,11 +306,13 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// [`DelayQueue`]'s `# Shutdown`), its (paused) clock has run past the end of its
     /// range ([`Error::OutOfRange`]: the deadline would saturate into the past), or
     /// the queue holds 2^32 − 1 values ([`Error::AtCapacity`]).
+    #[track_caller]
     pub fn try_insert(&self, value: T, timeout: Duration) -> Result<Key, TryInsertError<T>> {
         let shared = self.queue.timer.shared();
         let now = shared.now();
         let offset = shared.clock.offset_after(now, timeout);
-        self.queue.try_insert(value, offset, now)
+        self.queue
+            .try_insert(value, offset, now, Location::caller())
     }
 
     /// Inserts `value`, to expire at `when`, or gives it back.
@@ -308,10 +320,12 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// # Errors
     ///
     /// As [`try_insert`](DelayQueue::try_insert).
+    #[track_caller]
     pub fn try_insert_at(&self, value: T, when: Instant) -> Result<Key, TryInsertError<T>> {
         let shared = self.queue.timer.shared();
         let offset = shared.clock.offset_of(when);
-        self.queue.try_insert(value, offset, shared.now())
+        self.queue
+            .try_insert(value, offset, shared.now(), Location::caller())
     }
 }
 
@@ -434,7 +448,15 @@ impl<T> DelayQueue<T> {
     /// Gives back the room past the last value held. Values never move (their keys
     /// stay valid), so room among them is kept, and taken by the next inserts.
     pub fn shrink_to_fit(&self) {
-        lock(&self.queue.state).wheel.shrink_to_fit();
+        let mut state = lock(&self.queue.state);
+        state.wheel.shrink_to_fit();
+        // An empty queue's tags are all stale: their room goes too.
+        let tags = match (state.wheel.len(), &mut state.tags) {
+            (0, Some(tags)) => tags.release(0),
+            _ => None,
+        };
+        drop(state);
+        drop(tags);
     }
 
     /// Removes every value, pending or due; their keys become inert. The queue keeps
@@ -503,7 +525,13 @@ impl<T> DelayQueue<T> {
 }
 
 impl<T> Queue<T> {
-    fn try_insert(&self, value: T, offset: i64, now: Instant) -> Result<Key, TryInsertError<T>> {
+    fn try_insert(
+        &self,
+        value: T,
+        offset: i64,
+        now: Instant,
+        site: Site,
+    ) -> Result<Key, TryInsertError<T>> {
         let error = if self.timer.is_shutdown() {
             Some(Error::Shutdown)
         } else {
@@ -512,17 +540,18 @@ impl<T> Queue<T> {
         };
         match error {
             Some(error) => Err(TryInsertError { error, value }),
-            None => self.insert(value, offset, Some(now)),
+            None => self.insert(value, offset, Some(now), site),
         }
     }
 
     /// Inserts `value` due at `offset` on the timer's clock (`now` there, if the
-    /// caller has read it).
+    /// caller has read it), inserted by the line `site`.
     fn insert(
         &self,
         value: T,
         offset: i64,
         now: Option<Instant>,
+        site: Site,
     ) -> Result<Key, TryInsertError<T>> {
         let step = self.timer.shared().clock.step_at_offset(offset);
         let mut state = lock(&self.state);
@@ -544,6 +573,10 @@ impl<T> Queue<T> {
             }
         };
         state.next_serial = serial.wrapping_add(1);
+        if let Some(tags) = &mut state.tags {
+            let deadline = offset;
+            tags.set(key.index(), Tag { site, deadline });
+        }
         let (wake, replaced) = self.see_to_consumers(&mut state, step, offset, due, now);
         drop(state);
         drop(replaced);
@@ -565,6 +598,9 @@ impl<T> Queue<T> {
         };
         if let Some(item) = state.wheel.get_mut(wheel_key, to) {
             item.deadline = offset;
+        }
+        if let Some(tags) = &mut state.tags {
+            tags.moved(wheel_key.index(), offset);
         }
         let (wake, replaced) = self.see_to_consumers(&mut state, to, offset, due, now);
         drop(state);
@@ -666,6 +702,23 @@ impl<T> Queue<T> {
         drop(state);
         drop(idle);
         Poll::Ready(Some(expired))
+    }
+}
+
+impl<T: Send> SiteSource for Queue<T> {
+    /// The tags of the values held, pending or due and not yet taken.
+    fn tally(&self, tally: &mut Tally) {
+        let state = lock(&self.state);
+        let Some(tags) = &state.tags else {
+            return;
+        };
+        for index in state.wheel.indices() {
+            let tag = tags.get(index);
+            debug_assert!(tag.is_some(), "every value of a tracking queue has its tag");
+            if let Some(tag) = tag {
+                tally.add(tag);
+            }
+        }
     }
 }
 
@@ -783,6 +836,43 @@ mod tests {
         assert_eq!((expired.key(), expired.into_inner()), (keep, u32::MAX));
         assert!(queue.is_empty());
         assert_eq!(timer.pending(), 0, "the queue's sleep stood down");
+    }
+
+    /// Off, a queue keeps no tags and registers nowhere: a value costs what it did.
+    /// On, it registers once, and its tags go with `shrink_to_fit` once it is empty.
+    #[tokio::test(start_paused = true)]
+    async fn a_queue_keeps_tags_only_on_a_tracking_timer() {
+        let off = Timer::builder().build().unwrap();
+        let queue = DelayQueue::with_timer(&off);
+        queue.insert(1u64, Duration::from_secs(1));
+        assert!(lock(&queue.queue.state).tags.is_none());
+        assert_eq!(off.shared().site_sources(), 0);
+
+        let on = Timer::builder().track_call_sites(true).build().unwrap();
+        let queue = DelayQueue::with_timer(&on);
+        let key = queue.insert(1u64, Duration::from_secs(1));
+        assert_eq!(on.shared().site_sources(), 1);
+        let heap = |queue: &DelayQueue<u64>| {
+            let state = lock(&queue.queue.state);
+            state.tags.as_ref().map(Tags::heap_bytes)
+        };
+        assert!(
+            matches!(heap(&queue), Some(n) if n >= 16),
+            "{:?}",
+            heap(&queue)
+        );
+        assert_eq!(queue.remove(&key), Some(1));
+        queue.shrink_to_fit();
+        assert_eq!(heap(&queue), Some(0));
+        // Queues made and dropped are pruned from the timer's list as it fills.
+        for _ in 0..100 {
+            drop(DelayQueue::<u64>::with_timer(&on));
+        }
+        assert!(
+            on.shared().site_sources() <= 4,
+            "{}",
+            on.shared().site_sources()
+        );
     }
 
     /// A `u64` value takes 40 bytes of the wheel's storage: the value, its serial and

@@ -12,6 +12,7 @@ use std::task::{Context, Poll, Waker};
 
 use super::expired::{Expired, Key};
 use crate::clock::Clock;
+use crate::sites::Tags;
 use crate::sleep::Sleep;
 use crate::sync::{Mutex, MutexGuard};
 use crate::wheel::{self, Wheel};
@@ -40,6 +41,11 @@ pub(super) struct State<T> {
     /// levels; due in the due list once a consumer's poll found its deadline passed,
     /// until a consumer takes it (or `remove` does). The wheel's steps are the timer's.
     pub(super) wheel: Wheel<Item<T>>,
+    /// Which line inserted each value of `wheel`, and its deadline, by storage index:
+    /// `None` unless the timer tracks call sites. *Invariant:* when `Some`, every
+    /// value present has its own tag (written at its insert, moved with a reset); a
+    /// value that leaves leaves a stale tag that nothing reads.
+    pub(super) tags: Option<Tags>,
     /// The timer's clock.
     pub(super) clock: Clock,
     /// The serial of the next value inserted: not reused within 2^64 inserts, so stale

@@ -9,7 +9,7 @@
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64 as StdAtomicU64, AtomicUsize as StdAtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::task::Waker;
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ use crate::callback::{run_caught, Callback};
 use crate::clock::{Clock, STEPS_PER_TICK};
 use crate::config::Executor;
 use crate::config::{Config, MAX_WHEEL_SIZE};
-use crate::sites::{PendingSite, ShardTags, Tag, Tally};
+use crate::sites::{PendingSite, ShardTags, SiteSource, Tag, Tally};
 use crate::stats::Lateness;
 use crate::stats::Stats;
 use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex};
@@ -209,6 +209,9 @@ pub(crate) struct Shared {
     /// Whether handles tag the entries they insert with the line that made them
     /// (`Builder::track_call_sites`); fixed for the timer's life.
     pub(crate) track_call_sites: bool,
+    /// In a tracking timer, the delay queues on it, held weakly (a queue holds the
+    /// timer): their values count in `pending_by_site` too. Empty otherwise.
+    pub(super) site_sources: Mutex<Vec<Weak<dyn SiteSource>>>,
 }
 
 impl fmt::Debug for Shared {
@@ -263,6 +266,7 @@ impl Shared {
             progress: Progress::new(),
             counters: Counters::default(),
             track_call_sites: config.track_call_sites,
+            site_sources: Mutex::new(Vec::new()),
         })
     }
 
@@ -365,7 +369,39 @@ impl Shared {
                 }
             }
         }
+        // Taken out of the list's lock before any queue's is taken; a queue this
+        // holds the last reference to is dropped here, after every lock.
+        let sources: Vec<Arc<dyn SiteSource>> = {
+            let mut sources = lock(&self.site_sources);
+            sources.retain(|source| source.strong_count() > 0);
+            sources.iter().filter_map(Weak::upgrade).collect()
+        };
+        for source in &sources {
+            source.tally(&mut tally);
+        }
+        drop(sources);
         tally.into_sites(|offset| self.clock.instant_at(offset))
+    }
+
+    /// Counts `source`'s values in `pending_by_site` for as long as it lives: for a
+    /// delay queue on a tracking timer. The dead are pruned when the list is full, so
+    /// it stays within twice the most queues alive at once.
+    pub(crate) fn register_sites(&self, source: Weak<dyn SiteSource>) {
+        debug_assert!(
+            self.track_call_sites,
+            "only a tracking timer counts sources"
+        );
+        let mut sources = lock(&self.site_sources);
+        if sources.len() == sources.capacity() {
+            sources.retain(|source| source.strong_count() > 0);
+        }
+        sources.push(source);
+    }
+
+    /// How many sources are registered, alive or not yet pruned.
+    #[cfg(test)]
+    pub(crate) fn site_sources(&self) -> usize {
+        lock(&self.site_sources).len()
     }
 
     /// "Now" for a deadline given relative to it, on the clock the driver follows,
