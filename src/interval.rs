@@ -66,10 +66,9 @@ const TOKIO_MISSED: Duration = Duration::from_millis(5);
 ///
 /// The schedule does not drift: tick `n` stays scheduled at `start + n × period`, and
 /// completes no earlier than that and less than `max` plus a tick and a millisecond
-/// after it (plus scheduling delay). A tick counts as missed when taken more than a tick
-/// and a millisecond after the instant it was due at (its draw included), and the
-/// `MissedTickBehavior` then acts on
-/// the schedule (`Delay` moves the schedule to a period after the late tick, as without
+/// after it (plus scheduling delay). A tick counts as missed when taken later than the
+/// [missed-tick threshold](#missed-ticks) after the instant it was due at (its draw
+/// included), and the `MissedTickBehavior` then acts on the schedule (`Delay` moves the schedule to a period after the late tick, as without
 /// jitter). The first tick, and one set by a `reset`, complete at the instant asked for;
 /// [`tick`](Interval::tick) returns the instant each tick was due at, draw included.
 /// Each interval draws from a generator of its own (SplitMix64), seeded from std's
@@ -369,7 +368,7 @@ impl Interval {
     /// It ignores the [`MissedTickBehavior`] for that tick, as tokio's does, and is
     /// not [jittered](Interval::set_jitter) (later ticks are). A `deadline` already
     /// passed completes the next tick at once, and counts as missed if it passed more
-    /// than a tick and a millisecond ago: the tick after it then follows the
+    /// than a tick and a millisecond (or 5 ms, if more) ago: the tick after it then follows the
     /// `MissedTickBehavior`, as in tokio.
     ///
     /// # Examples

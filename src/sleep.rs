@@ -301,9 +301,15 @@ impl Future for Sleep {
                 if shared.has_fired(reg, this.deadline) {
                     State::Elapsed
                 } else if let Some(late) = shared.due(this.deadline) {
-                    // Due before the driver's turn: complete now (the waker is this
-                    // task's, dropped unwoken).
-                    drop(shared.complete_due(reg, this.step(), late, false));
+                    // Due before the driver's turn: complete now, as if fired. The
+                    // stored waker is woken unless it wakes this poll's task (a waker
+                    // shared by several tasks is the caller's to wake: see io's idle
+                    // timeout and the DelayQueue).
+                    if let Some(stored) = shared.complete_due(reg, this.step(), late, false) {
+                        if !stored.will_wake(cx.waker()) {
+                            stored.wake();
+                        }
+                    }
                     State::Elapsed
                 } else if shared.update_waker(reg, this.step(), cx.waker()) {
                     return Poll::Pending;
@@ -320,6 +326,19 @@ impl Future for Sleep {
         match state {
             State::Elapsed => Poll::Ready(()),
             _ => Poll::Pending,
+        }
+    }
+}
+
+impl Sleep {
+    /// Drops a `Sleep` the crate made for itself (a `DelayQueue`'s, re-aimed) without
+    /// counting it in `Stats::cancelled`: it is no user's timer being cancelled.
+    pub(crate) fn discard(mut self) {
+        if let State::Registered(reg) = self.state() {
+            if !self.shared().has_fired(reg, self.deadline) {
+                self.shared().discard(reg, self.step());
+            }
+            self.set_state(State::Idle);
         }
     }
 }

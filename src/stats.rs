@@ -24,7 +24,8 @@ pub struct Stats {
     /// Timers removed from the wheel before they fired: a pending [`Sleep`](crate::Sleep)
     /// (or the [`Timeout`](crate::Timeout) or [`Interval`](crate::Interval) around it)
     /// dropped, a pending callback [cancelled](crate::Scheduled::cancel) or its handle
-    /// dropped. Not counted: a `Sleep` dropped before its first poll (it never
+    /// dropped. Not counted: a [`DelayQueue`](crate::DelayQueue)'s own sleep, re-aimed
+    /// or let go of as its values come and go; a `Sleep` dropped before its first poll (it never
     /// registered; nor does a `Timeout` whose future is ready on its first poll), and
     /// timers that [`Timer::shutdown`](crate::Timer::shutdown) or the loss of the
     /// driver's runtime took out of the wheel.
@@ -63,9 +64,10 @@ pub struct Stats {
 ///
 /// A timer's lateness is how long after its deadline the driver fired it (woke its
 /// task, or handed its callback to the executor); the task then runs when its runtime
-/// schedules it. A callback's is exact. A future's is measured from the start of the
-/// step of the wheel its deadline lies in, so it reads up to one step *more* than the
-/// exact figure, never less: a step is a quarter tick, half a tick for wheels of more
+/// schedules it. A callback's is exact, and so is that of a future found due when
+/// polled before the driver's turn (it completes then, counted as fired). A future the
+/// driver fires is measured from the start of the step of the wheel its deadline lies
+/// in, so it reads up to one step *more* than the exact figure, never less: a step is a quarter tick, half a tick for wheels of more
 /// than 2^18 slots, a whole tick at 2^20. With the driver on time, every timer lands
 /// below one tick plus Tokio's millisecond (plus that step, for futures); counts beyond
 /// that mean the driver ran late (a busy runtime, a blocked worker, a burst of more

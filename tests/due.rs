@@ -6,6 +6,7 @@
 //! Every test polls by hand (tokio-test's mock task), so that the driver task gets no
 //! turn in between unless the test yields to it.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -192,4 +193,37 @@ fn on_the_real_clock_a_sleep_is_ready_for_a_task_on_another_runtime_that_slept_t
         assert_ready!(earlier.poll());
     });
     drop(driver_runtime);
+}
+
+/// A sleep registered by one task and found due when polled with another waker wakes
+/// the waker it held, as its firing would have: nothing waits for a driver's turn that
+/// no longer comes.
+#[tokio::test(start_paused = true)]
+async fn a_due_sleep_polled_with_another_waker_wakes_the_one_it_held() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::task::{Context, Wake, Waker};
+
+    struct Flag(AtomicBool);
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let timer = common::timer();
+    let mut sleep = timer.sleep(ODD);
+    let held = Arc::new(Flag(AtomicBool::new(false)));
+    let first = Waker::from(held.clone());
+    assert!(Pin::new(&mut sleep)
+        .poll(&mut Context::from_waker(&first))
+        .is_pending());
+    advance(ODD).await;
+    let other = Waker::from(Arc::new(Flag(AtomicBool::new(false))));
+    assert!(Pin::new(&mut sleep)
+        .poll(&mut Context::from_waker(&other))
+        .is_ready());
+    assert!(
+        held.0.load(Ordering::SeqCst),
+        "the waker it held was never woken"
+    );
 }

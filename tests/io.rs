@@ -681,3 +681,55 @@ async fn idle_a_flush_that_drains_counts_and_one_with_nothing_to_flush_does_not(
     assert!(drained - start >= Duration::from_millis(400));
     assert_within(timeout, drained.elapsed(), LATE);
 }
+
+/// Split halves waiting in two tasks on an idle connection: when one half's task is
+/// polled after the idle deadline but before the driver's turn (woken by something
+/// else, as a `select!` branch would be), its operation is cut, and the other half's
+/// task is woken to see its own cut. Paused clock on a runtime that is not running, so
+/// that the driver turns only when the test lets it.
+#[test]
+fn idle_a_due_cut_seen_by_one_half_wakes_the_other() {
+    use std::task::Waker;
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let timer = common::timer_on(rt.handle());
+    // In the runtime's context (duplex and split want one), without running it.
+    let entered = rt.enter();
+    let (client, _server) = tokio::io::duplex(16);
+    let mut client = TimeoutStream::with_timer(client, &timer);
+    let timeout = Duration::from_millis(400);
+    client.set_idle_timeout(Some(timeout));
+    let (mut reader, mut writer) = tokio::io::split(client);
+    let mut read = tokio_test::task::spawn(async move { reader.read(&mut [0; 8]).await });
+    let mut write = tokio_test::task::spawn(async move { writer.write_all(&[7; 1024]).await });
+    assert!(read.poll().is_pending());
+    assert!(write.poll().is_pending());
+    assert_eq!(timer.pending(), 1, "one idle sleep for the connection");
+    // The clock moves to the deadline; the driver has not run.
+    let mut advance = Box::pin(tokio::time::advance(timeout));
+    let _ = advance
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()));
+    assert!(!read.is_woken() && !write.is_woken());
+    // The read half's task, polled for some other reason, sees the cut.
+    match read.poll() {
+        Poll::Ready(Err(e)) => assert_eq!(e.kind(), ErrorKind::TimedOut),
+        other => panic!("read not cut at its idle timeout: {other:?}"),
+    }
+    assert_eq!(timer.pending(), 0, "the idle sleep left the wheel, unfired");
+    drop(entered);
+    // Let the driver run as long as it likes: nothing is left to wake the write.
+    rt.block_on(async { tokio::time::sleep(Duration::from_secs(60)).await });
+    assert!(
+        write.is_woken(),
+        "the write half's task is never woken: its write hangs past the idle timeout"
+    );
+    match write.poll() {
+        Poll::Ready(Err(e)) => assert_eq!(e.kind(), ErrorKind::TimedOut),
+        other => panic!("write not cut: {other:?}"),
+    }
+}

@@ -471,7 +471,7 @@ impl<T> DelayQueue<T> {
             Vec::new()
         };
         drop(state);
-        drop(idle);
+        discard(idle);
         // Woken first: a value's `Drop` may panic, and the consumers are out of
         // `waiting` already. Values dropped after the lock.
         wake.into_iter().for_each(Waker::wake);
@@ -579,7 +579,7 @@ impl<T> Queue<T> {
         }
         let (wake, replaced) = self.see_to_consumers(&mut state, step, offset, due, now);
         drop(state);
-        drop(replaced);
+        discard(replaced);
         wake.into_iter().for_each(Waker::wake);
         Ok(Key {
             index: key.index(),
@@ -604,7 +604,7 @@ impl<T> Queue<T> {
         }
         let (wake, replaced) = self.see_to_consumers(&mut state, to, offset, due, now);
         drop(state);
-        drop(replaced);
+        discard(replaced);
         wake.into_iter().for_each(Waker::wake);
         true
     }
@@ -651,6 +651,18 @@ impl<T> Queue<T> {
 
     /// Takes the next due value, or registers `cx`'s waker under `owner`.
     fn poll_expired(&self, owner: u64, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        let mut woken = Vec::new();
+        let polled = self.poll_expired_inner(owner, cx, &mut woken);
+        woken.into_iter().for_each(Waker::wake);
+        polled
+    }
+
+    fn poll_expired_inner(
+        &self,
+        owner: u64,
+        cx: &mut Context<'_>,
+        woken: &mut Vec<Waker>,
+    ) -> Poll<Option<Expired<T>>> {
         let mut state = lock(&self.state);
         if let Some(expired) = state.pop() {
             return self.taken(state, expired);
@@ -675,14 +687,17 @@ impl<T> Queue<T> {
             match aimed {
                 Aimed::Waiting => {
                     drop(state);
-                    drop(replaced);
+                    discard(replaced);
                     return Poll::Pending;
                 }
                 Aimed::Fired(step) => {
                     // Not waiting after all: the next round takes what is due, or
                     // registers again.
                     self.waiting.unregister(owner, cx.waker());
-                    drop(replaced);
+                    discard(replaced);
+                    // REVIEW FIX: the sleep completed here, not by the driver, so its
+                    // waker never ran: wake the others waiting, as its firing would.
+                    woken.extend(self.waiting.take());
                     fired = Some(step);
                 }
             }
@@ -700,8 +715,16 @@ impl<T> Queue<T> {
     ) -> Poll<Option<Expired<T>>> {
         let idle = state.stand_down_if_empty();
         drop(state);
-        drop(idle);
+        discard(idle);
         Poll::Ready(Some(expired))
+    }
+}
+
+/// Lets go of the queue's own sleep, after the queue's lock: not a cancel a user made,
+/// so not counted as one.
+fn discard(sleep: Option<Sleep>) {
+    if let Some(sleep) = sleep {
+        sleep.discard();
     }
 }
 

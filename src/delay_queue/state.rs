@@ -63,6 +63,15 @@ pub(super) struct State<T> {
     pub(super) closed: bool,
 }
 
+impl<T> Drop for State<T> {
+    /// The queue's own sleep goes with it, not counted as a user's cancel.
+    fn drop(&mut self) {
+        if let Some(sleep) = self.sleep.take() {
+            sleep.discard();
+        }
+    }
+}
+
 pub(super) fn lock<T>(state: &Mutex<State<T>>) -> MutexGuard<'_, State<T>> {
     // No user code runs under the lock but `Waker::clone`, before any change.
     state.lock().unwrap_or_else(PoisonError::into_inner)

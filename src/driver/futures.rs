@@ -32,6 +32,8 @@ enum Leaving {
     Reset,
     /// Found due when polled, this late: counted as fired.
     Due(Duration),
+    /// The crate's own future, let go of: not counted.
+    Discarded,
 }
 
 impl Shared {
@@ -123,6 +125,13 @@ impl Shared {
         drop(removed);
     }
 
+    /// Removes the entry of a future the crate itself made and lets go of (a
+    /// `DelayQueue`'s own sleep, re-aimed), without counting it as cancelled: no user
+    /// cancelled anything.
+    pub(crate) fn discard(&self, reg: Registration, step: u64) {
+        drop(self.take_out(reg, step, Leaving::Discarded));
+    }
+
     /// Takes out a future's entry, due at `step`, whose deadline passed `late` ago
     /// before the driver fired it (see [`due`](Shared::due)), and returns its waker:
     /// the future completes as if fired, and counts as fired (with its lateness) or,
@@ -153,7 +162,7 @@ impl Shared {
         match leaving {
             Leaving::Cancelled => wheels.cancelled += left,
             Leaving::Reset => wheels.reset += left,
-            Leaving::Due(_) => {}
+            Leaving::Due(_) | Leaving::Discarded => {}
         }
         let released = wheels.release_futures();
         drop(wheels);

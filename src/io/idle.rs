@@ -151,6 +151,13 @@ impl IdleTimeout {
         }
         // Cut: this operation fails, and so does the other direction's wait, if any.
         self.cut[dir.other()] = other_waits;
+        // REVIEW FIX: the sleep may have completed in this poll (due, before the
+        // driver's turn), its waker dropped unwoken: wake the other direction's task.
+        if other_waits {
+            if let Some(other) = &self.wakers.latest[dir.other()] {
+                other.wake_by_ref();
+            }
+        }
         self.waiting = [false; 2];
         self.since = None;
         Err(idle_error(timeout))
