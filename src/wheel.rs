@@ -347,23 +347,9 @@ impl<T> Wheel<T> {
         if step < self.first_open_step() {
             return Err((value, InsertError::Elapsed));
         }
-        if self.entries.len() >= MAX_ENTRIES {
-            return Err((value, InsertError::Full));
-        }
-        let generation = self.generation;
-        self.generation = if generation == GENERATION_MAX {
-            1
-        } else {
-            generation + 1
-        };
-        let index = self.entries.insert(Entry {
-            value,
-            packed: pack(step, generation),
-            prev: NIL,
-            next: NIL,
-        }) as u32;
-        self.link(index);
-        Ok(Key { index, generation })
+        let key = self.store(step, value)?;
+        self.link(key.index);
+        Ok(key)
     }
 
     /// Removes the entry `key` names, due at `step`, and returns its value; `None` if
@@ -771,6 +757,23 @@ impl<T> Wheel<T> {
             "a holder of due entries advances by whole steps"
         );
         let step = step.min(MAX_STEP);
+        let key = self.store(step, value)?;
+        let due = step <= self.elapsed;
+        if due {
+            self.link_due(key.index);
+        } else {
+            self.link(key.index);
+        }
+        Ok((key, due))
+    }
+
+    /// Stores `value` at `step` under the next generation, not yet linked anywhere.
+    ///
+    /// # Errors
+    ///
+    /// [`InsertError::Full`] if the wheel holds [`MAX_ENTRIES`] entries.
+    #[inline]
+    fn store(&mut self, step: u64, value: T) -> Result<Key, (T, InsertError)> {
         if self.entries.len() >= MAX_ENTRIES {
             return Err((value, InsertError::Full));
         }
@@ -786,13 +789,7 @@ impl<T> Wheel<T> {
             prev: NIL,
             next: NIL,
         }) as u32;
-        let due = step <= self.elapsed;
-        if due {
-            self.link_due(index);
-        } else {
-            self.link(index);
-        }
-        Ok((Key { index, generation }, due))
+        Ok(Key { index, generation })
     }
 
     /// Processes steps up to and including `to`, moving the entries of each to the
