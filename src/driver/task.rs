@@ -147,17 +147,22 @@ struct Parked {
 }
 
 /// The driver task.
-async fn run(mut guard: DriverGuard, parked: Parked, mut interval: Interval) {
+async fn run(mut guard: DriverGuard, parked: Parked, interval: Interval) {
     let weak = guard.shared.clone();
     let Parked { notify, bound } = parked;
-    // The bound holds only while the clock stands still between Tokio's passes over
-    // its timers, that is, while it is paused: a real clock runs on while a busy
-    // runtime has yet to fire the wakeup, and a caller on another runtime never waits
-    // for this one's pass. So a driver on a runtime whose clock is never paused (and
-    // the clock stays cheap to read there: no runtime handle) leaves it unknown.
-    let may_pause = weak
-        .upgrade()
-        .is_some_and(|shared| !shared.runtime.has_real_clock());
+    let mut waiting = Waiting {
+        interval,
+        // The bound holds only while the clock stands still between Tokio's passes
+        // over its timers, that is, while it is paused: a real clock runs on while a
+        // busy runtime has yet to fire the wakeup, and a caller on another runtime
+        // never waits for this one's pass. So a driver on a runtime whose clock is
+        // never paused (where the clock is cheap to read: no runtime handle) leaves
+        // it unknown.
+        may_pause: weak
+            .upgrade()
+            .is_some_and(|shared| !shared.runtime.has_real_clock()),
+        bound,
+    };
     let mut expired = Vec::new();
     loop {
         let Some(shared) = weak.upgrade() else {
@@ -175,8 +180,8 @@ async fn run(mut guard: DriverGuard, parked: Parked, mut interval: Interval) {
                 drop(shared);
                 // Nothing of Tokio's timer left behind to wake it, or to move a
                 // paused clock.
-                bound.clear();
-                drop(interval);
+                waiting.bound.clear();
+                drop(waiting);
                 drop(expired);
                 while weak.strong_count() > 0 {
                     notify.notified().await;
@@ -185,7 +190,7 @@ async fn run(mut guard: DriverGuard, parked: Parked, mut interval: Interval) {
                 return;
             }
             Turn::Again => {
-                bound.clear();
+                waiting.bound.clear();
                 drop(shared);
                 tokio::task::yield_now().await;
                 continue;
@@ -195,33 +200,44 @@ async fn run(mut guard: DriverGuard, parked: Parked, mut interval: Interval) {
         // Hold only the `Weak` while waiting, so that dropping the last handle ends
         // the driver (detached callbacks hold the timer through `Shared::keep_alive`).
         drop(shared);
+        waiting.until(&clock, next, &notify).await;
+    }
+}
+
+/// The driver's wakeup between turns: Tokio's interval, and the bound on the clock it
+/// arms (see [`ClockBound`]).
+struct Waiting {
+    interval: Interval,
+    bound: Arc<ClockBound>,
+    /// Whether the driver's clock may be paused, so that the bound holds.
+    may_pause: bool,
+}
+
+impl Waiting {
+    /// Waits for the next expiration `next` (by the clock `clock`), or for a
+    /// notification; with nothing pending, for a notification alone.
+    async fn until(&mut self, clock: &Clock, next: Option<u64>, notify: &Notify) {
         let notified = pin!(notify.notified());
-        match next {
-            None => {
-                bound.clear();
-                notified.await;
-            }
-            Some(next) => match wake_at(&clock, next, Instant::now()) {
-                Some(at) => {
-                    // Tokio fires the wakeup before its clock reaches its next whole
-                    // millisecond at or after `at`.
-                    if may_pause {
-                        bound.arm(
-                            clock
-                                .unclamped_offset_of(at)
-                                .saturating_add(TOKIO_MILLISECOND),
-                        );
-                    }
-                    interval.reset_at(at);
-                    wait(notified, &mut interval, &bound).await;
-                }
-                // Due already: turn again once the tasks just woken have run.
-                None => {
-                    bound.clear();
-                    tokio::task::yield_now().await;
-                }
-            },
+        let Some(next) = next else {
+            self.bound.clear();
+            return notified.await;
+        };
+        let Some(at) = wake_at(clock, next, Instant::now()) else {
+            // Due already: turn again once the tasks just woken have run.
+            self.bound.clear();
+            return tokio::task::yield_now().await;
+        };
+        // Tokio fires the wakeup before its clock reaches its next whole millisecond
+        // at or after `at`.
+        if self.may_pause {
+            self.bound.arm(
+                clock
+                    .unclamped_offset_of(at)
+                    .saturating_add(TOKIO_MILLISECOND),
+            );
         }
+        self.interval.reset_at(at);
+        wait(notified, &mut self.interval, &self.bound).await;
     }
 }
 
