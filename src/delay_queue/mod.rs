@@ -695,8 +695,9 @@ impl<T> Queue<T> {
                     // registers again.
                     self.waiting.unregister(owner, cx.waker());
                     discard(replaced);
-                    // REVIEW FIX: the sleep completed here, not by the driver, so its
-                    // waker never ran: wake the others waiting, as its firing would.
+                    // The sleep completed in this poll, found due, not fired by the
+                    // driver: its waker never ran, so the others waiting are woken
+                    // here, as its firing would have.
                     woken.extend(self.waiting.take());
                     fired = Some(step);
                 }

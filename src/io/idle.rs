@@ -128,31 +128,13 @@ impl IdleTimeout {
         let other_waits = self.waiting[dir.other()];
         let waker = self.wakers.for_wait(dir, cx.waker(), other_waits);
         let mut cx = Context::from_waker(waker);
-        loop {
-            let sleep = match &mut self.sleep {
-                Some(sleep) => {
-                    if self.armed.is_none_or(|armed| armed > due) {
-                        Pin::new(&mut *sleep).reset(due);
-                        self.armed = Some(due);
-                    }
-                    sleep
-                }
-                None => {
-                    self.armed = Some(due);
-                    self.sleep.insert(timer.sleep_until(due))
-                }
-            };
-            match Pin::new(sleep).poll(&mut cx) {
-                Poll::Pending => return Ok(()),
-                Poll::Ready(()) if self.armed == Some(due) => break,
-                // Set before the stretch was renewed: move it to the stretch's end.
-                Poll::Ready(()) => self.armed = None,
-            }
+        if poll_until(&mut self.sleep, &mut self.armed, timer, due, &mut cx).is_pending() {
+            return Ok(());
         }
         // Cut: this operation fails, and so does the other direction's wait, if any.
         self.cut[dir.other()] = other_waits;
-        // REVIEW FIX: the sleep may have completed in this poll (due, before the
-        // driver's turn), its waker dropped unwoken: wake the other direction's task.
+        // The sleep, found due by this poll, may not have fired: the waker it held for
+        // both directions was not woken, so the other direction's task is woken here.
         if other_waits {
             if let Some(other) = &self.wakers.latest[dir.other()] {
                 other.wake_by_ref();
@@ -161,6 +143,39 @@ impl IdleTimeout {
         self.waiting = [false; 2];
         self.since = None;
         Err(idle_error(timeout))
+    }
+}
+
+/// Polls the idle `sleep` for the stretch ending at `due`, moving it there first if it
+/// is set later (or not at all); one set earlier, before the stretch was renewed, that
+/// has completed is moved on to `due`. `Ready` once `due` itself has passed.
+fn poll_until(
+    sleep: &mut Option<Sleep>,
+    armed: &mut Option<Instant>,
+    timer: &Timer,
+    due: Instant,
+    cx: &mut Context<'_>,
+) -> Poll<()> {
+    loop {
+        let sleep = match sleep {
+            Some(sleep) => {
+                if armed.is_none_or(|at| at > due) {
+                    Pin::new(&mut *sleep).reset(due);
+                    *armed = Some(due);
+                }
+                sleep
+            }
+            None => {
+                *armed = Some(due);
+                sleep.insert(timer.sleep_until(due))
+            }
+        };
+        match Pin::new(sleep).poll(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(()) if *armed == Some(due) => return Poll::Ready(()),
+            // Set before the stretch was renewed: move it to the stretch's end.
+            Poll::Ready(()) => *armed = None,
+        }
     }
 }
 
