@@ -4,7 +4,8 @@
 //! files call only methods defined in files below them (or in their own).
 //!
 //! The source is read as text, as a reviewer would: comments, `#[cfg(test)] mod tests`
-//! and the test-only folder `src/tests/` are left out (tests may use anything).
+//! (in a file or a folder's `tests.rs`) and the test-only folder `src/tests/` are left
+//! out (tests may use anything).
 //! `MODULE_ORDER_ROOT` points the check at another checkout.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -273,8 +274,8 @@ fn violations(root: &Path) -> Vec<String> {
     }
     defined_in.retain(|method, _| defined[method] == 1);
     for (name, path) in &files {
-        if name == "lib.rs" || name.starts_with("tests/") {
-            continue; // the top, and the test-only models
+        if name == "lib.rs" || name.starts_with("tests/") || name.ends_with("/tests.rs") {
+            continue; // the top, the test-only models, a folder's unit tests
         }
         let Some(&rank) = ranks.get(name) else {
             found.push(format!("{name} is not in DESIGN.md's module table"));
