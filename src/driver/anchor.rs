@@ -112,7 +112,7 @@ mod tests {
     #[test]
     fn each_thread_holds_its_own_shards_anchor() {
         let mut config = crate::builder::Builder::default()
-            .validate()
+            .validate(1)
             .expect("defaults");
         config.shards = 2;
         let shared = Shared::new(config, None);

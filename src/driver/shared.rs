@@ -20,9 +20,8 @@ use super::parking::Parking;
 use super::progress::Progress;
 use super::runtime::DriverRuntime;
 use crate::callback::{run_caught, Callback};
-use crate::clock::{Clock, STEPS_PER_TICK};
-use crate::config::Executor;
-use crate::config::{Config, MAX_WHEEL_SIZE};
+use crate::clock::Clock;
+use crate::config::{Config, Executor};
 use crate::sites::{PendingSite, ShardTags, SiteSource, Tag, Tally};
 use crate::stats::Lateness;
 use crate::stats::Stats;
@@ -245,7 +244,7 @@ pub(super) fn thread_shard(shards: usize) -> usize {
 impl Shared {
     /// The shared state alone, without a driver task.
     pub(crate) fn new(config: Config, runtime: Option<tokio::runtime::Handle>) -> Arc<Shared> {
-        let steps_per_tick = STEPS_PER_TICK.min(MAX_WHEEL_SIZE / config.wheel_size);
+        let steps_per_tick = config.steps_per_tick();
         let shards = (0..config.shards)
             .map(|_| Shard {
                 wheels: Mutex::new(Wheels::new(config.wheel_size * steps_per_tick)),
@@ -514,7 +513,7 @@ mod tests {
             (1 << 20, 1 << 20),
         ] {
             let mut config = crate::builder::Builder::default()
-                .validate()
+                .validate(1)
                 .expect("defaults");
             config.wheel_size = ticks;
             config.shards = 1;
@@ -539,9 +538,10 @@ mod tests {
             for shards in [2, 64] {
                 let mut config = crate::builder::Builder::default()
                     .wheel_size(wheel_size)
-                    .validate()
+                    .validate(1)
                     .expect("valid");
                 config.shards = shards;
+                let steps_per_tick = config.steps_per_tick();
                 let shared = Shared::new(config, None);
                 let idle = shared.heap_bytes();
                 assert!(idle <= shards * 1024, "{shards} shards: {idle} bytes idle");
@@ -549,7 +549,7 @@ mod tests {
                 let Registered::Pending(_) = shared.register(2, waker, None, 0) else {
                     panic!("step 2 is pending");
                 };
-                let level0 = wheel_size * STEPS_PER_TICK.min(MAX_WHEEL_SIZE / wheel_size);
+                let level0 = wheel_size * steps_per_tick;
                 let one = shared.heap_bytes() - idle;
                 let expected = level0 * 4 + level0.div_ceil(64) * 8;
                 assert!(

@@ -262,7 +262,7 @@ mod tests {
     #[test]
     fn catch_up_called_after_a_turn_read_the_clock_waits_for_the_next_turn() {
         let mut config = crate::builder::Builder::default()
-            .validate()
+            .validate(1)
             .expect("defaults");
         config.shards = 1;
         let shared = Shared::new(config, None);
