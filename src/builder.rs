@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::config::Executor;
-use crate::config::{Config, MAX_SHARDS, MAX_WHEEL_SIZE, MIN_TICK};
+use crate::config::{Config, MAX_WHEEL_SIZE, MIN_TICK};
 use crate::error::Error;
 
 /// Configures and starts a [`Timer`](crate::Timer).
@@ -211,7 +211,9 @@ impl Builder {
         self
     }
 
-    pub(crate) fn validate(self) -> Result<Config, Error> {
+    /// The settings checked, for a driver on a runtime with `workers` workers (which
+    /// the shard count follows).
+    pub(crate) fn validate(self, workers: usize) -> Result<Config, Error> {
         if self.tick.is_zero() {
             return Err(Error::InvalidConfig(
                 "tick must be greater than zero (the default is 10 ms)".into(),
@@ -232,9 +234,7 @@ impl Builder {
         Ok(Config {
             tick: self.tick.max(MIN_TICK),
             wheel_size: self.wheel_size.next_power_of_two(),
-            shards: std::thread::available_parallelism()
-                .map_or(1, |n| n.get())
-                .min(MAX_SHARDS),
+            shards: Config::shards_for(workers),
             max_pending: self.max_pending,
             executor: self.executor,
             real_clock: self.real_clock,
@@ -249,8 +249,8 @@ mod tests {
 
     #[test]
     fn validation() {
-        let ok = |b: Builder| b.validate().unwrap();
-        let err = |b: Builder| b.validate().unwrap_err();
+        let ok = |b: Builder| b.validate(1).unwrap();
+        let err = |b: Builder| b.validate(1).unwrap_err();
         let default = ok(Builder::default());
         assert_eq!(
             (default.tick, default.wheel_size),

@@ -1,7 +1,7 @@
 //! [`Clock`]: the arithmetic between instants and the wheel's steps, with no state
 //! but the timer's origin and tick.
 //!
-//! The wheel counts *steps* of a quarter of the configured tick ([`STEPS_PER_TICK`]),
+//! The wheel counts *steps* of a quarter of the configured tick ([`STEPS_PER_TICK`](crate::config::STEPS_PER_TICK)),
 //! numbered from the timer's origin: step `k` ends at `origin + k * tick / 4`. A
 //! deadline goes to the first step that ends at or after it ([`Clock::step_at_offset`],
 //! rounding up), and the driver processes step `k` only once the clock has passed its
@@ -18,18 +18,6 @@ use tokio::time::Instant;
 
 use crate::wheel::MAX_STEP;
 
-/// Steps per configured tick (fewer only when the wheel would otherwise exceed 2^20
-/// slots).
-///
-/// Tokio wakes the driver on its own millisecond grid, which rarely meets the end of
-/// one of our ticks. Each turn fires every step that has ended, so a timer whose
-/// deadline comes early in a tick fires at the first wakeup after it, as a Tokio
-/// sleep would, instead of waiting for the whole tick to end. The driver still asks
-/// Tokio to wake it only at the ends of configured ticks ([`Clock::wake_step`]), so
-/// finer steps do not mean more wakeups. The cost is four list heads per tick of
-/// `wheel_size` in each wheel.
-pub(crate) const STEPS_PER_TICK: usize = 4;
-
 /// How far ahead saturating deadlines go: about 30 years, as tokio's do.
 const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 
@@ -40,7 +28,7 @@ pub(crate) struct Clock {
     origin: Instant,
     /// The configured tick, as [`Timer::tick`](crate::Timer::tick) reports it.
     tick: Duration,
-    /// Steps per configured tick: [`STEPS_PER_TICK`], or fewer for the largest wheels.
+    /// Steps per configured tick, as `Config::steps_per_tick` decides.
     steps_per_tick: u64,
     /// A step, in nanoseconds; at least 1.
     step_ns: u64,
@@ -321,7 +309,7 @@ mod tests {
             Duration::MAX,
         ];
         for tick in [Duration::from_nanos(1), Duration::from_millis(1)] {
-            let clock = Clock::new(origin, tick, STEPS_PER_TICK);
+            let clock = Clock::new(origin, tick, crate::config::STEPS_PER_TICK);
             for since in &times[..4] {
                 for d in times {
                     let now = origin + *since;
@@ -384,7 +372,11 @@ mod tests {
     fn far_deadlines_saturate() {
         let origin = Instant::now();
         // The finest tick the builder allows: 30 years fit in the wheel's range.
-        let clock = Clock::new(origin, crate::config::MIN_TICK, STEPS_PER_TICK);
+        let clock = Clock::new(
+            origin,
+            crate::config::MIN_TICK,
+            crate::config::STEPS_PER_TICK,
+        );
         let far = deadline_after(origin, Duration::MAX);
         assert_eq!(far, far_future(origin));
         assert!(clock.step_at(far) < MAX_STEP);

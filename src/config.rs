@@ -17,8 +17,20 @@ pub(crate) const MAX_WHEEL_SIZE: usize = 1 << 20;
 pub(crate) const MIN_TICK: Duration = Duration::from_millis(1);
 
 /// The most shards a timer has; it has one per core (or per worker of its runtime,
-/// if more) up to this.
+/// if more) up to this ([`Config::shards_for`]).
 pub(crate) const MAX_SHARDS: usize = 64;
+
+/// Steps per configured tick (fewer only when the wheel would otherwise exceed 2^20
+/// slots: [`Config::steps_per_tick`]).
+///
+/// Tokio wakes the driver on its own millisecond grid, which rarely meets the end of
+/// one of our ticks. Each turn fires every step that has ended, so a timer whose
+/// deadline comes early in a tick fires at the first wakeup after it, as a Tokio
+/// sleep would, instead of waiting for the whole tick to end. The driver still asks
+/// Tokio to wake it only at the ends of configured ticks (`Clock::wake_step`), so
+/// finer steps do not mean more wakeups. The cost is four list heads per tick of
+/// `wheel_size` in each wheel.
+pub(crate) const STEPS_PER_TICK: usize = 4;
 
 /// Where expired callbacks of [`Timer::schedule`](crate::Timer::schedule) run.
 ///
@@ -90,8 +102,8 @@ impl fmt::Debug for Executor {
 pub(crate) struct Config {
     pub(crate) tick: Duration,
     pub(crate) wheel_size: usize,
-    /// Independent wheels, each with its own lock: one per core, raised to one per
-    /// worker by `Builder::build_on` when the runtime has more workers than cores.
+    /// Independent wheels, each with its own lock: [`Config::shards_for`] the driver's
+    /// runtime, decided once when the settings are validated for it.
     pub(crate) shards: usize,
     pub(crate) max_pending: usize,
     pub(crate) executor: Executor,
@@ -100,4 +112,24 @@ pub(crate) struct Config {
     pub(crate) real_clock: bool,
     /// Keep the line that made each pending timer (`Builder::track_call_sites`).
     pub(crate) track_call_sites: bool,
+}
+
+impl Config {
+    /// The shard count for a runtime with `workers` workers: a shard per thread that
+    /// registers at once, that is per core, or per worker if the runtime has more
+    /// workers than cores (where a worker preempted while holding a shared shard's lock
+    /// would stall the others on it); at most [`MAX_SHARDS`].
+    pub(crate) fn shards_for(workers: usize) -> usize {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .max(workers)
+            .min(MAX_SHARDS)
+    }
+
+    /// Steps per configured tick: [`STEPS_PER_TICK`], or fewer where `wheel_size` of
+    /// them would take more than [`MAX_WHEEL_SIZE`] slots. The wheels' slots and the
+    /// clock's steps both follow this.
+    pub(crate) fn steps_per_tick(&self) -> usize {
+        STEPS_PER_TICK.min(MAX_WHEEL_SIZE / self.wheel_size)
+    }
 }

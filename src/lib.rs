@@ -240,7 +240,7 @@ pub mod loom_hooks {
     pub fn timer(tick: Duration) -> Timer {
         let config = Builder::default()
             .tick(tick)
-            .validate()
+            .validate(1)
             .expect("valid tick");
         Timer::from_shared(Shared::new(config, None))
     }
@@ -250,7 +250,7 @@ pub mod loom_hooks {
         let config = Builder::default()
             .tick(tick)
             .max_pending(max_pending)
-            .validate()
+            .validate(1)
             .expect("valid tick");
         Timer::from_shared(Shared::new(config, None))
     }
@@ -261,7 +261,7 @@ pub mod loom_hooks {
         let mut config = Builder::default()
             .tick(tick)
             .track_call_sites(true)
-            .validate()
+            .validate(1)
             .expect("valid tick");
         config.shards = 1;
         Timer::from_shared(Shared::new(config, None))

@@ -214,17 +214,8 @@ impl Sleep {
         let step = this.step();
         this.deadline = this.shared().clock.offset_of(deadline);
         let to = this.step();
-        // A plain read first: `Arc::get_mut` writes the anchor's shared counts, which
-        // other `Sleep`s of this shard write too. A fallback lives only in an anchor
-        // this `Sleep` holds alone.
-        if this.anchor.fallback.is_some() {
-            if let Some(anchor) = Arc::get_mut(&mut this.anchor) {
-                if let Some(fallback) = &mut anchor.fallback {
-                    anchor
-                        .shared
-                        .reset_fallback(fallback, anchor.shared.clock.instant_at(this.deadline));
-                }
-            }
+        if let Some((shared, fallback)) = Anchor::fallback_mut(&mut this.anchor) {
+            shared.reset_fallback(fallback, shared.clock.instant_at(this.deadline));
         }
         let state = match this.state() {
             State::Idle | State::Unregistered | State::Elapsed => State::Unregistered,
@@ -256,7 +247,7 @@ impl Sleep {
     #[cold]
     fn poll_fallback(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let deadline = self.deadline();
-        let anchor = Arc::make_mut(&mut self.anchor);
+        let anchor = Anchor::alone(&mut self.anchor);
         let ready = anchor
             .shared
             .poll_fallback(&mut anchor.fallback, deadline, cx);

@@ -11,7 +11,6 @@ use tokio::time::Instant;
 use crate::builder::Builder;
 use crate::callback;
 use crate::clock::deadline_after;
-use crate::config::MAX_SHARDS;
 use crate::driver::{self, Anchor, Shared, SiteAnchors};
 use crate::error::Error;
 use crate::interval::Interval;
@@ -674,14 +673,7 @@ impl Builder {
     /// As [`build`](Builder::build): only under `panic = "abort"`, and only for a
     /// runtime without its time driver.
     pub fn build_on(self, runtime: &tokio::runtime::Handle) -> Result<Timer, Error> {
-        let mut config = self.validate()?;
-        // A shard per thread that registers at once: per core, or per worker if the
-        // runtime has more workers than cores, where a worker preempted while holding
-        // a shared shard's lock would stall the others on it.
-        config.shards = config
-            .shards
-            .max(runtime.metrics().num_workers())
-            .min(MAX_SHARDS);
+        let config = self.validate(runtime.metrics().num_workers())?;
         let shared = driver::start(config, runtime)?;
         // A runtime that has shut down drops the driver's task as it is spawned, and
         // the task's guard marks the timer shut down.
@@ -706,7 +698,7 @@ mod tests {
                 .build()
                 .unwrap();
             let timer = Timer::builder().build_on(runtime.handle()).unwrap();
-            let expected = cores.max(workers).min(MAX_SHARDS);
+            let expected = cores.max(workers).min(crate::config::MAX_SHARDS);
             assert_eq!(timer.shared().shards(), expected, "{workers} workers");
         }
     }

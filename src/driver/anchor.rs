@@ -18,8 +18,8 @@ use crate::sync::{lock, Mutex};
 /// cache line between them twice per timeout. `Timer` handles own the anchors; each
 /// anchor keeps `Shared`, and so the driver, alive, as a `Timer` clone would.
 ///
-/// A `Sleep` that meets a wheel that no longer turns takes an anchor of its own and
-/// keeps its [`Fallback`] there: in the room the alignment leaves, so that neither a
+/// A `Sleep` that meets a wheel that no longer turns takes an anchor of its own
+/// ([`Anchor::alone`]) and keeps its [`Fallback`] there: in the room the alignment leaves, so that neither a
 /// `Sleep` nor a shared anchor grows for it. The line that made a `Sleep`, in a timer
 /// that tracks call sites, is in that room too: the `Sleep` registers (on its first
 /// poll, and again after it fired and was reset) long after its maker returned, and
@@ -32,14 +32,6 @@ pub(crate) struct Anchor {
     /// The line that made the `Sleep`s holding this anchor: `Some` only in the anchors
     /// of [`SiteAnchors`].
     pub(crate) site: Option<Site>,
-}
-
-/// A clone holds the same timer, for the same line, and no fallback: what
-/// `Arc::make_mut` gives a `Sleep` that needs an anchor of its own.
-impl Clone for Anchor {
-    fn clone(&self) -> Self {
-        Anchor::new(self.shared.clone(), self.site)
-    }
 }
 
 impl Anchor {
@@ -56,6 +48,25 @@ impl Anchor {
         (0..shared.shards.len())
             .map(|_| Arc::new(Anchor::new(shared.clone(), None)))
             .collect()
+    }
+
+    /// The anchor `this` holds, made its own first if it shares it: then a new anchor
+    /// of the same timer and line, with no fallback yet. For a `Sleep` that needs a
+    /// fallback; it keeps the anchor, and so the fallback, for the rest of its life.
+    pub(crate) fn alone(this: &mut Arc<Anchor>) -> &mut Anchor {
+        if Arc::get_mut(this).is_none() {
+            *this = Arc::new(Anchor::new(this.shared.clone(), this.site));
+        }
+        Arc::get_mut(this).expect("just made alone")
+    }
+
+    /// The fallback in the anchor `this` holds, if it holds one (then alone), with the
+    /// timer it falls back from. A plain read first: `Arc::get_mut` writes the
+    /// anchor's counts, which other `Sleep`s of this shard write too.
+    pub(crate) fn fallback_mut(this: &mut Arc<Anchor>) -> Option<(&Shared, &mut Fallback)> {
+        this.fallback.as_ref()?;
+        let anchor = Arc::get_mut(this)?;
+        Some((&anchor.shared, anchor.fallback.as_mut()?))
     }
 
     /// The calling thread's anchor among `anchors` (from [`Anchor::all`]).
@@ -112,7 +123,7 @@ mod tests {
     #[test]
     fn each_thread_holds_its_own_shards_anchor() {
         let mut config = crate::builder::Builder::default()
-            .validate()
+            .validate(1)
             .expect("defaults");
         config.shards = 2;
         let shared = Shared::new(config, None);

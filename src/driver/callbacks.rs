@@ -1,6 +1,7 @@
 //! What a [`Scheduled`](crate::Scheduled) asks of the driver (schedule, cancel, move,
-//! its callback's state), the count of pending callbacks and the keep-alive held for
-//! the detached ones, and handing expired callbacks to their [`Executor`].
+//! its callback's state), and the count of pending callbacks and the keep-alive held
+//! for the detached ones. Expired callbacks go to their executor through
+//! [`executor`](super::executor).
 //!
 //! A callback's entry is named by its [`Registration`] and its step, as a future's is;
 //! its handle keeps that step in a [`Place`], with a cancelled mark set under the
@@ -8,13 +9,11 @@
 //! before anything else, and the step is rewritten under it by a reset that moves the
 //! entry, so a handle never names its entry by a step it has left.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use super::shared::{drop_released, Registration, Shared};
-use crate::callback::{run_caught, Callback};
-use crate::config::Executor;
+use crate::callback::Callback;
 use crate::error::Error;
 use crate::sites::{ShardTags, Site, Tag};
 use crate::sync::{lock, AtomicU64};
@@ -77,48 +76,6 @@ impl Place {
     fn step(&self) -> Option<u64> {
         let step = self.step.load(Ordering::Acquire);
         (step & CANCELLED == 0).then_some(step)
-    }
-}
-
-/// An expired callback on its way to an executor other than the driver task. If it is
-/// dropped without having run (the executor panicked, shut down, or dropped it), it
-/// goes back to the timer to run on the driver task; nothing is lost silently.
-pub(crate) struct Job {
-    callback: Option<Callback>,
-    timer: Weak<Shared>,
-}
-
-impl Job {
-    pub(crate) fn new(callback: Callback, timer: &Arc<Shared>) -> Job {
-        Job {
-            callback: Some(callback),
-            timer: Arc::downgrade(timer),
-        }
-    }
-
-    /// Runs the callback here, catching and counting a panic.
-    pub(crate) fn run(mut self) {
-        if let Some(callback) = self.callback.take() {
-            if !run_caught(callback) {
-                if let Some(timer) = self.timer.upgrade() {
-                    timer.count_panic();
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        if let Some(callback) = self.callback.take() {
-            match self.timer.upgrade() {
-                Some(timer) => timer.reject(callback),
-                // The timer is gone: this is the last place the callback can run.
-                None => {
-                    run_caught(callback);
-                }
-            }
-        }
     }
 }
 
@@ -385,56 +342,5 @@ impl Shared {
     #[cfg(loom)]
     pub(crate) fn kept_alive(&self) -> bool {
         self.keep_alive.is_held()
-    }
-
-    /// Takes back an expired callback that its executor dropped without running it; the
-    /// driver runs it inline on its next turn (or here, if the timer is shut down).
-    pub(crate) fn reject(&self, callback: Callback) {
-        self.counters.rejections.fetch_add(1, Ordering::Relaxed);
-        let mut rejected = lock(&self.rejected);
-        if self.is_shutdown() {
-            drop(rejected);
-            if !run_caught(callback) {
-                self.count_panic();
-            }
-            return;
-        }
-        rejected.push(callback);
-        drop(rejected);
-        self.parking.wake_driver();
-    }
-
-    /// Hands an expired callback to the configured executor.
-    pub(super) fn dispatch(self: &Arc<Self>, callback: Callback) {
-        match &self.executor {
-            Executor::Inline => self.run_inline(callback),
-            Executor::Spawn | Executor::Blocking if self.runtime.handle().is_none() => {
-                self.run_inline(callback)
-            }
-            Executor::Spawn => {
-                let job = Job::new(callback, self);
-                let runtime = self.runtime.handle().expect("checked above");
-                drop(runtime.spawn(async move {
-                    // Spawned from the driver's worker, this task lands in that worker's
-                    // LIFO slot, which wakes no idle worker; if the callback then blocks,
-                    // nobody drives tokio's timer and every timer stalls behind it.
-                    // Yielding once moves it to the stealable run queue and wakes an
-                    // idle worker first.
-                    tokio::task::yield_now().await;
-                    job.run()
-                }));
-            }
-            Executor::Blocking => {
-                let job = Job::new(callback, self);
-                let runtime = self.runtime.handle().expect("checked above");
-                drop(runtime.spawn_blocking(move || job.run()));
-            }
-            Executor::Custom(execute) => {
-                let job = Job::new(callback, self);
-                // A panicking executor drops the job while unwinding; the job then comes
-                // back through `reject`.
-                let _ = catch_unwind(AssertUnwindSafe(|| execute(Box::new(move || job.run()))));
-            }
-        }
     }
 }

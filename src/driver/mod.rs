@@ -15,12 +15,13 @@
 //! * `parking.rs` — publishing when the driver next wakes, without lost wakeups.
 //! * `keep_alive.rs` — the timer's hold on itself while a detached callback is pending.
 //! * `progress.rs` — the driver's turns and its stop, for `catch_up` and `shutdown`.
+//! * `executor.rs` — handing expired callbacks to their executor, and the callbacks
+//!   an executor hands back unrun: where they wait, and the three ways they leave.
 //! * `shared.rs` — the shared state: shards, registrations, the groups above.
 //! * `futures.rs` — what a [`Sleep`](crate::Sleep) asks: register, update its waker,
 //!   move, cancel, whether it has fired.
 //! * `callbacks.rs` — what a [`Scheduled`](crate::Scheduled) asks (schedule, cancel,
-//!   move, its state), the pending count and keep-alive, and handing expired callbacks
-//!   to their executor.
+//!   move, its state), the pending count and keep-alive.
 //! * `fallback.rs` — timing a `Sleep` once the wheel no longer turns (shut down, its
 //!   runtime gone): never early, on another clock.
 //! * `anchor.rs` — the per-shard references handles hold the timer by, and, in a
@@ -47,6 +48,7 @@
 mod anchor;
 mod callbacks;
 mod context;
+mod executor;
 mod fallback;
 mod futures;
 mod keep_alive;

@@ -15,14 +15,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::executor::{run_inline, Executing, HandsBack};
 use super::keep_alive::KeepAlive;
 use super::parking::Parking;
 use super::progress::Progress;
 use super::runtime::DriverRuntime;
-use crate::callback::{run_caught, Callback};
-use crate::clock::{Clock, STEPS_PER_TICK};
-use crate::config::Executor;
-use crate::config::{Config, MAX_WHEEL_SIZE};
+use crate::callback::Callback;
+use crate::clock::Clock;
+use crate::config::Config;
 use crate::sites::{PendingSite, ShardTags, SiteSource, Tag, Tally};
 use crate::stats::Lateness;
 use crate::stats::Stats;
@@ -200,9 +200,8 @@ pub(crate) struct Shared {
     /// callback has no handle to keep the timer alive, yet must run. Released (outside
     /// the lock) when no callback is pending.
     pub(super) keep_alive: KeepAlive<Shared>,
-    pub(super) executor: Executor,
-    /// Expired callbacks an executor dropped unrun; the driver runs them inline.
-    pub(super) rejected: Mutex<Vec<Callback>>,
+    /// The executor, and the callbacks it handed back unrun.
+    pub(super) executing: Executing,
     /// The driver's turns and its stop: what `catch_up` and `shutdown` wait on.
     pub(super) progress: Progress,
     pub(super) counters: Counters,
@@ -219,7 +218,7 @@ impl fmt::Debug for Shared {
         f.debug_struct("Shared")
             .field("clock", &self.clock)
             .field("shards", &self.shards.len())
-            .field("executor", &self.executor)
+            .field("executor", self.executing.executor())
             .finish_non_exhaustive()
     }
 }
@@ -245,7 +244,7 @@ pub(super) fn thread_shard(shards: usize) -> usize {
 impl Shared {
     /// The shared state alone, without a driver task.
     pub(crate) fn new(config: Config, runtime: Option<tokio::runtime::Handle>) -> Arc<Shared> {
-        let steps_per_tick = STEPS_PER_TICK.min(MAX_WHEEL_SIZE / config.wheel_size);
+        let steps_per_tick = config.steps_per_tick();
         let shards = (0..config.shards)
             .map(|_| Shard {
                 wheels: Mutex::new(Wheels::new(config.wheel_size * steps_per_tick)),
@@ -261,8 +260,7 @@ impl Shared {
             pending_callbacks: AtomicUsize::new(0),
             max_pending: config.max_pending,
             keep_alive: KeepAlive::new(),
-            executor: config.executor,
-            rejected: Mutex::new(Vec::new()),
+            executing: Executing::new(config.executor),
             progress: Progress::new(),
             counters: Counters::default(),
             track_call_sites: config.track_call_sites,
@@ -429,10 +427,13 @@ impl Shared {
         }
     }
 
-    /// Runs an expired callback here, catching and counting a panic.
-    pub(super) fn run_inline(&self, callback: Callback) {
-        if !run_caught(callback) {
-            self.count_panic();
+    /// Takes back an expired callback that its executor dropped without running it; the
+    /// driver runs it inline on its next turn (or here, if the timer is shut down).
+    pub(crate) fn reject(&self, callback: Callback) {
+        self.counters.rejections.fetch_add(1, Ordering::Relaxed);
+        match self.executing.hand_back(callback, || self.is_shutdown()) {
+            Ok(()) => self.parking.wake_driver(),
+            Err(callback) => run_inline(callback, self),
         }
     }
 
@@ -460,31 +461,20 @@ impl Drop for Shared {
         // and counted then in `Stats::stranded_callbacks`.
         self.parking.wake_driver();
         // Jobs an executor handed back (`Shared::reject`) just before the last reference
-        // went, with no turn left to run them. They run on the driver's runtime, as
-        // the driver would have run them: not inside whatever drop (under whatever
-        // lock of the user's) let the last reference go. Once shut down, `shutdown`
-        // took them, or the driver was lost and they were counted as stranded.
+        // went, with no turn left to run them.
         if !self.is_shutdown() {
-            let rejected = RunOnDrop(std::mem::take(&mut *lock(&self.rejected)));
-            match self.runtime.handle() {
-                Some(runtime) if !rejected.0.is_empty() => {
-                    drop(runtime.spawn(async move { drop(rejected) }));
-                }
-                _ => drop(rejected),
-            }
+            self.executing.release_handed_back(self.runtime.handle());
         }
     }
 }
 
-/// Callbacks that run when this is dropped: in the task `Shared`'s drop spawns, or
-/// where a runtime that has shut down drops that task unrun. Never lost.
-struct RunOnDrop(Vec<Callback>);
+impl HandsBack for Shared {
+    fn hand_back(&self, callback: Callback) {
+        self.reject(callback);
+    }
 
-impl Drop for RunOnDrop {
-    fn drop(&mut self) {
-        for callback in self.0.drain(..) {
-            run_caught(callback);
-        }
+    fn count_panic(&self) {
+        Shared::count_panic(self);
     }
 }
 
@@ -514,7 +504,7 @@ mod tests {
             (1 << 20, 1 << 20),
         ] {
             let mut config = crate::builder::Builder::default()
-                .validate()
+                .validate(1)
                 .expect("defaults");
             config.wheel_size = ticks;
             config.shards = 1;
@@ -539,9 +529,10 @@ mod tests {
             for shards in [2, 64] {
                 let mut config = crate::builder::Builder::default()
                     .wheel_size(wheel_size)
-                    .validate()
+                    .validate(1)
                     .expect("valid");
                 config.shards = shards;
+                let steps_per_tick = config.steps_per_tick();
                 let shared = Shared::new(config, None);
                 let idle = shared.heap_bytes();
                 assert!(idle <= shards * 1024, "{shards} shards: {idle} bytes idle");
@@ -549,7 +540,7 @@ mod tests {
                 let Registered::Pending(_) = shared.register(2, waker, None, 0) else {
                     panic!("step 2 is pending");
                 };
-                let level0 = wheel_size * STEPS_PER_TICK.min(MAX_WHEEL_SIZE / wheel_size);
+                let level0 = wheel_size * steps_per_tick;
                 let one = shared.heap_bytes() - idle;
                 let expected = level0 * 4 + level0.div_ceil(64) * 8;
                 assert!(

@@ -90,7 +90,7 @@ impl Shared {
             wakers.extend(wheels.futures.drain().map(|(_, _, waker)| waker));
             each(&mut wheels);
         }
-        let rejected = std::mem::take(&mut *lock(&self.rejected));
+        let rejected = self.executing.take_handed_back();
         (wakers, rejected)
     }
 

@@ -199,16 +199,16 @@ impl Shared {
         for payload in expired.drain(..) {
             match payload {
                 Payload::Wake(waker) => self.wake_caught(waker),
-                Payload::Callback(callback) => self.dispatch(callback),
+                Payload::Callback(callback) => {
+                    self.executing
+                        .dispatch(callback, self, self.runtime.handle())
+                }
             }
         }
         // Taken after dispatching, so that an executor that hands a job straight back
         // has it run in this turn: a detached callback's keep-alive is gone by now, and
         // this turn may be the timer's last.
-        let rejected = std::mem::take(&mut *lock(&self.rejected));
-        for callback in rejected {
-            self.run_inline(callback);
-        }
+        self.executing.run_handed_back(&**self);
     }
 
     /// Records the turn (for `catch_up`) and says what the driver does next.
@@ -262,7 +262,7 @@ mod tests {
     #[test]
     fn catch_up_called_after_a_turn_read_the_clock_waits_for_the_next_turn() {
         let mut config = crate::builder::Builder::default()
-            .validate()
+            .validate(1)
             .expect("defaults");
         config.shards = 1;
         let shared = Shared::new(config, None);
