@@ -13,8 +13,7 @@ use tokio_wheel::io::TimeoutStream;
 use tokio_wheel::{
     Builder, DelayQueue, Elapsed, Error, Executor, Expired, Instant, Interval, Key, Lateness,
     MissedTickBehavior, NextExpired, PendingSite, Scheduled, Sleep, Stats, Timeout, Timer,
-    TryInsertError,
-    Unfired,
+    TryInsertError, Unfired,
 };
 
 const MS: tokio_wheel::Duration = tokio_wheel::Duration::from_millis(1);
