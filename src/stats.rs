@@ -48,7 +48,9 @@ pub struct Stats {
     pub callback_panics: u64,
     /// Expired callbacks an [`Executor::Custom`](crate::Executor::Custom) (or a
     /// runtime shutting down under `Spawn`/`Blocking`) dropped without running; each
-    /// ran on the driver task instead.
+    /// ran on the driver task instead. Also counted: a callback
+    /// [reset](crate::Scheduled::reset) to the very last step the wheel can name,
+    /// which the driver runs on its next turn the same way.
     pub executor_rejections: u64,
     /// Callbacks that were pending when the driver's runtime shut down under the
     /// timer. Nothing can run them any more: those with a [`Scheduled`](crate::Scheduled)

@@ -184,6 +184,25 @@ fn target(
     }
 }
 
+/// Whether the source file `name` (relative to src/) holds tests only: the models'
+/// folder `tests/`, or a folder's `tests.rs`, which its `mod.rs` must declare under
+/// `#[cfg(test)]`.
+fn is_test_only(name: &str) -> bool {
+    if name.starts_with("tests/") {
+        return true;
+    }
+    let Some(folder) = name.strip_suffix("/tests.rs") else {
+        return false;
+    };
+    let declared =
+        std::fs::read_to_string(root().join("src").join(folder).join("mod.rs")).unwrap_or_default();
+    assert!(
+        declared.contains("#[cfg(test)]\nmod tests;"),
+        "src/{name} is skipped as tests, but src/{folder}/mod.rs does not declare it under #[cfg(test)]"
+    );
+    true
+}
+
 /// Whether `crate::{segment}` names an item through lib.rs's re-exports (which serve
 /// users) rather than a module: inside the crate, items are imported by their
 /// module's path, so that the imports draw the layers as they are.
@@ -262,6 +281,9 @@ fn violations(root: &Path) -> Vec<String> {
     let mut defined_in = BTreeMap::new();
     let mut defined = BTreeMap::<String, usize>::new();
     for (name, path) in &files {
+        if is_test_only(name) {
+            continue;
+        }
         let code = code(path);
         for f in fn_names(&code) {
             *defined.entry(f).or_default() += 1;
@@ -274,8 +296,8 @@ fn violations(root: &Path) -> Vec<String> {
     }
     defined_in.retain(|method, _| defined[method] == 1);
     for (name, path) in &files {
-        if name == "lib.rs" || name.starts_with("tests/") || name.ends_with("/tests.rs") {
-            continue; // the top, the test-only models, a folder's unit tests
+        if name == "lib.rs" || is_test_only(name) {
+            continue; // the top, and tests (which may use anything)
         }
         let Some(&rank) = ranks.get(name) else {
             found.push(format!("{name} is not in DESIGN.md's module table"));

@@ -296,6 +296,10 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// [`DelayQueue`]'s `# Shutdown`), its (paused) clock has run past the end of its
     /// range ([`Error::OutOfRange`]: the deadline would saturate into the past), or
     /// the queue holds 2^32 − 1 values ([`Error::AtCapacity`]).
+    ///
+    /// [`Error::Shutdown`]: crate::error::Error::Shutdown
+    /// [`Error::OutOfRange`]: crate::error::Error::OutOfRange
+    /// [`Error::AtCapacity`]: crate::error::Error::AtCapacity
     #[track_caller]
     pub fn try_insert(&self, value: T, timeout: Duration) -> Result<Key, TryInsertError<T>> {
         let shared = self.queue.timer.shared();
@@ -389,7 +393,7 @@ impl<T> DelayQueue<T> {
     /// Exactly the instant it was given, unless that lies beyond the end of the
     /// timer's range (2^44 quarter ticks from the timer's creation: 139 years at a 1 ms
     /// tick, 292 years from a 2.2 ms tick on): such deadlines saturate there, as every
-    /// timer's do ([`Sleep::deadline`]), and this reports the saturated instant, which
+    /// timer's do ([`Sleep::deadline`](crate::Sleep::deadline)), and this reports the saturated instant, which
     /// the value never comes out before. A `Duration::MAX` timeout saturates sooner,
     /// at about 30 years from now.
     pub fn deadline(&self, key: &Key) -> Option<Instant> {

@@ -157,17 +157,20 @@ impl<T> Queue<T> {
         owner: u64,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Expired<T>>> {
-        let mut woken = Vec::new();
-        let polled = self.poll_expired_inner(owner, cx, &mut woken);
+        let (mut woken, mut stale) = (Vec::new(), Vec::new());
+        let polled = self.poll_expired_inner(owner, cx, &mut woken, &mut stale);
+        // After the queue's lock: the consumers to wake, and the sleeps let go of.
         woken.into_iter().for_each(Waker::wake);
+        stale.into_iter().for_each(|sleep| discard(Some(sleep)));
         polled
     }
 
-    pub(super) fn poll_expired_inner(
+    fn poll_expired_inner(
         &self,
         owner: u64,
         cx: &mut Context<'_>,
         woken: &mut Vec<Waker>,
+        stale: &mut Vec<Sleep>,
     ) -> Poll<Option<Expired<T>>> {
         let mut state = lock(&self.state);
         if let Some(expired) = state.pop() {
@@ -200,7 +203,7 @@ impl<T> Queue<T> {
                     // Not waiting after all: the next round takes what is due, or
                     // registers again.
                     self.waiting.unregister(owner, cx.waker());
-                    discard(replaced);
+                    stale.extend(replaced);
                     // The sleep completed in this poll, found due, not fired by the
                     // driver: its waker never ran, so the others waiting are woken
                     // here, as its firing would have.

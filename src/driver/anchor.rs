@@ -19,8 +19,8 @@ use crate::sync::{lock, Mutex};
 /// anchor keeps `Shared`, and so the driver, alive, as a `Timer` clone would.
 ///
 /// A `Sleep` that meets a wheel that no longer turns takes an anchor of its own
-/// ([`Anchor::alone`]) and keeps its [`Fallback`] there: in the room the alignment leaves, so that neither a
-/// `Sleep` nor a shared anchor grows for it. The line that made a `Sleep`, in a timer
+/// ([`Anchor::alone`]) and keeps its [`Fallback`] there: in the room the alignment
+/// leaves, so that neither a `Sleep` nor a shared anchor grows for it. The line that made a `Sleep`, in a timer
 /// that tracks call sites, is in that room too: the `Sleep` registers (on its first
 /// poll, and again after it fired and was reset) long after its maker returned, and
 /// its 24 bytes have no room left.
