@@ -694,6 +694,23 @@ pub enum Callbacks {
     TokioTasks,
 }
 
+impl Callbacks {
+    /// Schedules `callback` at `at` this way (a Tokio task, for `TokioTasks`, on the
+    /// current runtime).
+    fn schedule(self, timer: &Timer, at: Instant, callback: impl FnOnce() + Send + 'static) {
+        match self {
+            Callbacks::Detached => timer.schedule_detached_at(at, callback).unwrap(),
+            Callbacks::Handles => timer.schedule_at(at, callback).unwrap().detach(),
+            Callbacks::TokioTasks => {
+                tokio::spawn(async move {
+                    tokio::time::sleep_until(at).await;
+                    callback();
+                });
+            }
+        }
+    }
+}
+
 /// *callbacks*: 1 000 000 callbacks spread over 1 s (tick 1 ms), all fired, on two
 /// workers of a `runtime` runtime; CPU ns per callback, all threads. Callbacks run
 /// inline on the tick task.
@@ -708,16 +725,7 @@ pub fn callbacks(how: Callbacks, runtime: Flavor) -> f64 {
         let ran = Arc::new(AtomicUsize::new(0));
         let before = cpu_ns();
         for (at, callback) in counted_callbacks(Instant::now(), &ran) {
-            match how {
-                Callbacks::Detached => timer.schedule_detached_at(at, callback).unwrap(),
-                Callbacks::Handles => timer.schedule_at(at, callback).unwrap().detach(),
-                Callbacks::TokioTasks => {
-                    tokio::spawn(async move {
-                        tokio::time::sleep_until(at).await;
-                        callback();
-                    });
-                }
-            }
+            how.schedule(&timer, at, callback);
         }
         while ran.load(Ordering::Relaxed) < N as usize {
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -741,10 +749,7 @@ pub fn callbacks_spread(how: Callbacks, runtime: Flavor) -> f64 {
     let rt = multi_thread_default(runtime);
     let cpu = rt.block_on(async move {
         let timer = Timer::new();
-        let countdown = Arc::new(Countdown {
-            left: AtomicUsize::new(N as usize),
-            done: tokio::sync::Notify::new(),
-        });
+        let countdown = Countdown::new(N as usize);
         let before = cpu_ns();
         let schedule = {
             let countdown = countdown.clone();
@@ -754,16 +759,7 @@ pub fn callbacks_spread(how: Callbacks, runtime: Flavor) -> f64 {
                     let at = callback_deadline(start, i);
                     let countdown = countdown.clone();
                     let callback = move || countdown.count();
-                    match how {
-                        Callbacks::Detached => timer.schedule_detached_at(at, callback).unwrap(),
-                        Callbacks::Handles => timer.schedule_at(at, callback).unwrap().detach(),
-                        Callbacks::TokioTasks => {
-                            tokio::spawn(async move {
-                                tokio::time::sleep_until(at).await;
-                                callback();
-                            });
-                        }
-                    }
+                    how.schedule(&timer, at, callback);
                 }
             })
         };
@@ -783,6 +779,14 @@ struct Countdown {
 }
 
 impl Countdown {
+    /// A countdown from `n`, shared by the callbacks.
+    fn new(n: usize) -> Arc<Countdown> {
+        Arc::new(Countdown {
+            left: AtomicUsize::new(n),
+            done: tokio::sync::Notify::new(),
+        })
+    }
+
     fn count(&self) {
         if self.left.fetch_sub(1, Ordering::Relaxed) == 1 {
             // A permit if nobody waits yet: the wait that follows returns at once.
@@ -804,25 +808,13 @@ pub fn callbacks_one_thread(how: Callbacks, runtime: Flavor, ops: u32) {
     let rt = current_thread(runtime);
     rt.block_on(async move {
         let timer = Timer::new();
-        let countdown = Arc::new(Countdown {
-            left: AtomicUsize::new(ops as usize),
-            done: tokio::sync::Notify::new(),
-        });
+        let countdown = Countdown::new(ops as usize);
         let start = Instant::now();
         for i in 0..ops {
             let at = start + Duration::from_micros(u64::from(i));
             let countdown = countdown.clone();
             let callback = move || countdown.count();
-            match how {
-                Callbacks::Detached => timer.schedule_detached_at(at, callback).unwrap(),
-                Callbacks::Handles => timer.schedule_at(at, callback).unwrap().detach(),
-                Callbacks::TokioTasks => {
-                    tokio::spawn(async move {
-                        tokio::time::sleep_until(at).await;
-                        callback();
-                    });
-                }
-            }
+            how.schedule(&timer, at, callback);
         }
         if ops > 0 {
             countdown.done.notified().await;
