@@ -697,6 +697,7 @@ pub enum Callbacks {
 impl Callbacks {
     /// Schedules `callback` at `at` this way (a Tokio task, for `TokioTasks`, on the
     /// current runtime).
+    #[inline]
     fn schedule(self, timer: &Timer, at: Instant, callback: impl FnOnce() + Send + 'static) {
         match self {
             Callbacks::Detached => timer.schedule_detached_at(at, callback).unwrap(),
