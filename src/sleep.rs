@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::driver::{Anchor, Registered, Registration, Shared, REGISTRATION_BITS};
+use crate::driver::{Anchor, FallbackKey, Registered, Registration, Shared, REGISTRATION_BITS};
 
 /// A future that completes at its deadline, less than a tick and a millisecond late.
 ///
@@ -78,8 +78,8 @@ enum State {
     /// Not in the wheel: never polled.
     Idle,
     /// Not in the wheel, though polled or reset before: after a `reset` that could not
-    /// move an entry (there was none, it had fired, or the new deadline had passed),
-    /// or while a fallback times it. Polled, it registers as `Idle` does; until then
+    /// move an entry (there was none, it had fired, or the new deadline had passed).
+    /// Polled, it registers as `Idle` does; until then
     /// `is_elapsed` counts it as fired once its deadline has passed, as tokio's (whose
     /// `reset` always registers) does, and records that as `Elapsed`.
     Unregistered,
@@ -87,9 +87,13 @@ enum State {
     Registered(Registration),
     /// Fired.
     Elapsed,
+    /// Timed by the fallback `key` names (see `driver::Fallback`), its wheel no longer
+    /// turning; the `Sleep` gives it back when it completes or drops.
+    FellBack(FallbackKey),
 }
 
-// The packing: two tag bits below the registration's bits.
+// The packing: two tag bits below the registration's bits, or below a fallback's key
+// (`UNREGISTERED` with a key is `FellBack`).
 const IDLE: u64 = 0;
 const REGISTERED: u64 = 1;
 const ELAPSED: u64 = 2;
@@ -101,6 +105,7 @@ impl State {
         match self {
             State::Idle => IDLE,
             State::Unregistered => UNREGISTERED,
+            State::FellBack(key) => (key.to_bits() << 2) | UNREGISTERED,
             State::Registered(reg) => (reg.to_bits() << 2) | REGISTERED,
             State::Elapsed => ELAPSED,
         }
@@ -110,7 +115,10 @@ impl State {
         match bits & 3 {
             REGISTERED => State::Registered(Registration::from_bits(bits >> 2)),
             ELAPSED => State::Elapsed,
-            UNREGISTERED => State::Unregistered,
+            UNREGISTERED => match FallbackKey::from_bits(bits >> 2) {
+                Some(key) => State::FellBack(key),
+                None => State::Unregistered,
+            },
             _ => State::Idle,
         }
     }
@@ -176,6 +184,7 @@ impl Sleep {
         let elapsed = match self.state() {
             State::Idle => return false,
             State::Elapsed => return true,
+            State::FellBack(_) => shared.fallback_has_passed(self.deadline()),
             State::Unregistered if shared.is_shutdown() => {
                 shared.fallback_has_passed(self.deadline())
             }
@@ -214,10 +223,11 @@ impl Sleep {
         let step = this.step();
         this.deadline = this.shared().clock.offset_of(deadline);
         let to = this.step();
-        if let Some((shared, fallback)) = Anchor::fallback_mut(&mut this.anchor) {
-            shared.reset_fallback(fallback, shared.clock.instant_at(this.deadline));
-        }
         let state = match this.state() {
+            State::FellBack(key) => {
+                this.shared().reset_fallback(key, this.deadline());
+                State::FellBack(key)
+            }
             State::Idle | State::Unregistered | State::Elapsed => State::Unregistered,
             State::Registered(reg) => match this.shared().due(this.deadline) {
                 // Due now: out of the wheel, its task woken to complete it.
@@ -243,19 +253,19 @@ impl Sleep {
     }
 
     /// Times this `Sleep` on another clock, its wheel no longer turning (see
-    /// `driver::Fallback`), in an anchor of its own.
+    /// `driver::Fallback`): its own fallback, made on the first such poll.
     #[cold]
     fn poll_fallback(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let deadline = self.deadline();
-        let anchor = Anchor::alone(&mut self.anchor);
-        let ready = anchor
-            .shared
-            .poll_fallback(&mut anchor.fallback, deadline, cx);
-        let state = match ready {
-            Poll::Ready(()) => State::Elapsed,
-            Poll::Pending => State::Unregistered,
+        let mut key = match self.state() {
+            State::FellBack(key) => Some(key),
+            _ => None,
         };
-        self.set_state(state);
+        let ready = self.shared().poll_fallback(&mut key, self.deadline(), cx);
+        self.set_state(match (ready, key) {
+            (Poll::Pending, Some(key)) => State::FellBack(key),
+            (Poll::Pending, None) => State::Unregistered,
+            (Poll::Ready(()), _) => State::Elapsed,
+        });
         ready
     }
 
@@ -273,9 +283,7 @@ impl Future for Sleep {
         let shared = &*this.anchor.shared;
         let state = match this.state() {
             State::Elapsed => return Poll::Ready(()),
-            State::Idle | State::Unregistered if this.anchor.fallback.is_some() => {
-                return this.poll_fallback(cx);
-            }
+            State::FellBack(_) => return this.poll_fallback(cx),
             // Due already (`advance`, a sleep elsewhere to the same instant, a
             // deadline in the past): ready without registering.
             State::Idle | State::Unregistered if shared.due(this.deadline).is_some() => {
@@ -331,15 +339,20 @@ impl Sleep {
             }
             self.set_state(State::Idle);
         }
+        // A fallback is let go of by `drop`, which counts nothing.
     }
 }
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        if let State::Registered(reg) = self.state() {
-            if !self.shared().has_fired(reg, self.deadline) {
-                self.shared().cancel(reg, self.step());
+        match self.state() {
+            State::Registered(reg) => {
+                if !self.shared().has_fired(reg, self.deadline) {
+                    self.shared().cancel(reg, self.step());
+                }
             }
+            State::FellBack(key) => self.shared().drop_fallback(key),
+            _ => {}
         }
     }
 }

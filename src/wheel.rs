@@ -359,7 +359,9 @@ impl<T> Wheel<T> {
     pub(crate) fn remove(&mut self, key: Key, step: u64) -> Option<T> {
         self.get(key, step)?;
         self.unlink(key.index);
-        Some(self.entries.remove(key.index as usize).value)
+        self.entries
+            .try_remove(key.index as usize)
+            .map(|entry| entry.value)
     }
 
     /// The value of the entry `key` names at `step`, if it is present.

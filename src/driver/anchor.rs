@@ -1,11 +1,9 @@
 //! The references handles hold a timer by: one [`Anchor`] per shard, each with a
-//! reference count of its own, and room for the one `Sleep` that holds an anchor
-//! alone to keep its [`Fallback`] in; in a timer that tracks call sites, one per
-//! shard and call site too ([`SiteAnchors`]), which is how a `Sleep` knows its line.
+//! reference count of its own; in a timer that tracks call sites, one per shard and
+//! call site too ([`SiteAnchors`]), which is how a `Sleep` knows its line.
 
 use std::sync::Arc;
 
-use super::fallback::Fallback;
 use super::shared::{thread_shard, Shared};
 use crate::sites::{address, BySite, Site};
 use crate::sync::{lock, Mutex};
@@ -18,17 +16,13 @@ use crate::sync::{lock, Mutex};
 /// cache line between them twice per timeout. `Timer` handles own the anchors; each
 /// anchor keeps `Shared`, and so the driver, alive, as a `Timer` clone would.
 ///
-/// A `Sleep` that meets a wheel that no longer turns takes an anchor of its own
-/// ([`Anchor::alone`]) and keeps its [`Fallback`] there: in the room the alignment
-/// leaves, so that neither a `Sleep` nor a shared anchor grows for it. The line that made a `Sleep`, in a timer
-/// that tracks call sites, is in that room too: the `Sleep` registers (on its first
-/// poll, and again after it fired and was reset) long after its maker returned, and
-/// its 24 bytes have no room left.
+/// The line that made a `Sleep`, in a timer that tracks call sites, is kept here, in
+/// the room the alignment leaves: the `Sleep` registers (on its first poll, and again
+/// after it fired and was reset) long after its maker returned, and its 24 bytes have
+/// no room left.
 #[repr(align(128))] // the counts (at the start of the Arc) alone in their cache lines
 pub(crate) struct Anchor {
     pub(crate) shared: Arc<Shared>,
-    /// Only in an anchor one `Sleep` holds alone.
-    pub(crate) fallback: Option<Fallback>,
     /// The line that made the `Sleep`s holding this anchor: `Some` only in the anchors
     /// of [`SiteAnchors`].
     pub(crate) site: Option<Site>,
@@ -36,11 +30,7 @@ pub(crate) struct Anchor {
 
 impl Anchor {
     fn new(shared: Arc<Shared>, site: Option<Site>) -> Anchor {
-        Anchor {
-            shared,
-            fallback: None,
-            site,
-        }
+        Anchor { shared, site }
     }
 
     /// One anchor per shard of `shared`.
@@ -48,25 +38,6 @@ impl Anchor {
         (0..shared.shards.len())
             .map(|_| Arc::new(Anchor::new(shared.clone(), None)))
             .collect()
-    }
-
-    /// The anchor `this` holds, made its own first if it shares it: then a new anchor
-    /// of the same timer and line, with no fallback yet. For a `Sleep` that needs a
-    /// fallback; it keeps the anchor, and so the fallback, for the rest of its life.
-    pub(crate) fn alone(this: &mut Arc<Anchor>) -> &mut Anchor {
-        if Arc::get_mut(this).is_none() {
-            *this = Arc::new(Anchor::new(this.shared.clone(), this.site));
-        }
-        Arc::get_mut(this).expect("just made alone")
-    }
-
-    /// The fallback in the anchor `this` holds, if it holds one (then alone), with the
-    /// timer it falls back from. A plain read first: `Arc::get_mut` writes the
-    /// anchor's counts, which other `Sleep`s of this shard write too.
-    pub(crate) fn fallback_mut(this: &mut Arc<Anchor>) -> Option<(&Shared, &mut Fallback)> {
-        this.fallback.as_ref()?;
-        let anchor = Arc::get_mut(this)?;
-        Some((&anchor.shared, anchor.fallback.as_mut()?))
     }
 
     /// The calling thread's anchor among `anchors` (from [`Anchor::all`]).

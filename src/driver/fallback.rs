@@ -19,20 +19,52 @@
 //!   sleep neither waits for a frozen clock nor completes at once.
 //!
 //! Only a `Sleep` that meets a stopped wheel pays for this (an allocation, the clock
-//! reads); it keeps its fallback in an [`Anchor`](super::anchor::Anchor) of its own.
+//! reads). Its fallback lives in its timer's [`Fallbacks`], under a [`FallbackKey`]
+//! the `Sleep` keeps in its state: a `Sleep` (24 bytes) has no room for one, and what
+//! it holds the timer by is shared with other `Sleep`s.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use slab::Slab;
 use tokio::time::Instant;
 
 use super::context;
 use super::runtime::real_now;
 use super::shared::Shared;
+use crate::sync::{lock, Mutex};
+
+/// The fallbacks of a timer's `Sleep`s, each owned by the one `Sleep` that holds its
+/// key: only that `Sleep` polls, resets or removes it.
+pub(crate) struct Fallbacks(Mutex<Slab<Fallback>>);
+
+impl Fallbacks {
+    pub(super) fn new() -> Fallbacks {
+        Fallbacks(Mutex::new(Slab::new()))
+    }
+}
+
+/// A `Sleep`'s fallback in its timer's [`Fallbacks`], held by that `Sleep` alone from
+/// its first fallback poll until it completes or drops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FallbackKey(usize);
+
+impl FallbackKey {
+    /// The key in the bits above a `Sleep`'s tag bits, nonzero: 62 bits hold any slab
+    /// index.
+    pub(crate) fn to_bits(self) -> u64 {
+        self.0 as u64 + 1
+    }
+
+    /// The key [`to_bits`](FallbackKey::to_bits) gave `bits` for; `None` for `0`.
+    pub(crate) fn from_bits(bits: u64) -> Option<FallbackKey> {
+        bits.checked_sub(1).map(|index| FallbackKey(index as usize))
+    }
+}
 
 /// A fallback sleep and the clock it is timed on.
-pub(crate) struct Fallback {
+pub(super) struct Fallback {
     sleep: Pin<Box<tokio::time::Sleep>>,
     on: Source,
 }
@@ -105,10 +137,32 @@ impl Shared {
         Some(Fallback { sleep, on })
     }
 
+    /// Polls the fallback `key` names (the caller's own; none yet: a new one) for
+    /// `deadline`, making or remaking it as [`poll_slot`](Shared::poll_slot) does.
+    /// Pending, `key` names it after; ready, it is gone and `key` is `None`. The lock
+    /// is not held while Tokio's timer is polled.
+    #[cold]
+    pub(crate) fn poll_fallback(
+        &self,
+        key: &mut Option<FallbackKey>,
+        deadline: Instant,
+        cx: &mut Context<'_>,
+    ) -> Poll<()> {
+        let mut slot = key.and_then(|key| lock(&self.fallbacks.0).try_remove(key.0));
+        let ready = self.poll_slot(&mut slot, deadline, cx);
+        *key = match (ready, slot) {
+            (Poll::Pending, Some(fallback)) => {
+                Some(FallbackKey(lock(&self.fallbacks.0).insert(fallback)))
+            }
+            _ => None,
+        };
+        ready
+    }
+
     /// Polls the fallback in `slot` for `deadline`, making it (or remaking it on the
     /// clock that applies from here) first. `Ready` at once only if no background
     /// thread can be started, the one case where nothing else could wake the task.
-    pub(crate) fn poll_fallback(
+    fn poll_slot(
         &self,
         slot: &mut Option<Fallback>,
         deadline: Instant,
@@ -140,12 +194,78 @@ impl Shared {
         }
     }
 
-    /// Moves a fallback's deadline, in place.
-    pub(crate) fn reset_fallback(&self, fallback: &mut Fallback, deadline: Instant) {
+    /// Moves the deadline of the fallback `key` names, in place.
+    #[cold]
+    pub(crate) fn reset_fallback(&self, key: FallbackKey, deadline: Instant) {
+        let mut fallbacks = lock(&self.fallbacks.0);
+        let Some(fallback) = fallbacks.get_mut(key.0) else {
+            return;
+        };
         let at = match fallback.on {
             Source::Driver => deadline,
             Source::Background => self.real_deadline(deadline),
         };
         fallback.sleep.as_mut().reset(at);
+    }
+
+    /// Lets go of the fallback `key` names (its `Sleep` dropped); Tokio's sleep in it
+    /// is dropped outside the lock.
+    #[cold]
+    pub(crate) fn drop_fallback(&self, key: FallbackKey) {
+        let fallback = lock(&self.fallbacks.0).try_remove(key.0);
+        drop(fallback);
+    }
+
+    /// How many `Sleep`s hold a fallback.
+    #[cfg(test)]
+    pub(crate) fn fallbacks(&self) -> usize {
+        lock(&self.fallbacks.0).len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use crate::timer::Timer;
+
+    fn poll(sleep: &mut crate::sleep::Sleep) -> Poll<()> {
+        let waker = std::task::Waker::noop();
+        Pin::new(sleep).poll(&mut Context::from_waker(waker))
+    }
+
+    /// A `Sleep` timed by a fallback holds one entry of its timer's fallbacks from its
+    /// first poll after shutdown, the same one across polls and resets, until it
+    /// completes or drops.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_sleeps_fallback_is_its_own_until_it_completes_or_drops() {
+        let timer = Timer::new();
+        let _ = timer.shutdown().await;
+        let start = Instant::now();
+        let mut completes = timer.sleep(Duration::from_millis(20));
+        let mut dropped = timer.sleep(Duration::from_millis(20));
+        let shared = timer.shared();
+        assert_eq!(shared.fallbacks(), 0, "none before a poll");
+        assert!(poll(&mut completes).is_pending());
+        assert!(poll(&mut dropped).is_pending());
+        assert!(poll(&mut completes).is_pending());
+        assert_eq!(shared.fallbacks(), 2, "one each, kept across polls");
+        Pin::new(&mut completes).reset(start + Duration::from_millis(30));
+        assert_eq!(shared.fallbacks(), 2, "moved in place by a reset");
+        drop(dropped);
+        assert_eq!(shared.fallbacks(), 1, "given back by a drop");
+        (&mut completes).await;
+        assert_eq!(
+            Instant::now() - start,
+            Duration::from_millis(30),
+            "its new deadline"
+        );
+        assert_eq!(shared.fallbacks(), 0, "given back once complete");
+        assert!(completes.is_elapsed());
     }
 }

@@ -62,6 +62,7 @@ mod turn;
 
 pub(crate) use anchor::{Anchor, SiteAnchors};
 pub(crate) use callbacks::{CallbackState, Place};
+pub(crate) use fallback::FallbackKey;
 pub(crate) use futures::Registered;
 pub(crate) use shared::{Registration, Shared, REGISTRATION_BITS};
 pub(crate) use task::start;

@@ -16,6 +16,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::executor::{run_inline, Executing, HandsBack};
+use super::fallback::Fallbacks;
 use super::keep_alive::KeepAlive;
 use super::parking::Parking;
 use super::progress::Progress;
@@ -192,6 +193,8 @@ pub(crate) struct Shared {
     /// drained; read under a shard's lock. From then on nothing registers, and futures
     /// are timed by a [`Fallback`](super::fallback::Fallback) instead.
     pub(super) shutdown: AtomicBool,
+    /// The fallbacks of the `Sleep`s that met the wheel stopped.
+    pub(super) fallbacks: Fallbacks,
     /// Pending callbacks in all shards: what `max_pending` bounds, and what the
     /// keep-alive is held for.
     pub(super) pending_callbacks: AtomicUsize,
@@ -257,6 +260,7 @@ impl Shared {
             runtime: DriverRuntime::new(runtime, config.real_clock),
             parking: Parking::new(),
             shutdown: AtomicBool::new(false),
+            fallbacks: Fallbacks::new(),
             pending_callbacks: AtomicUsize::new(0),
             max_pending: config.max_pending,
             keep_alive: KeepAlive::new(),
