@@ -156,6 +156,7 @@ mod config;
 mod default;
 mod delay_queue;
 mod driver;
+mod entry_points;
 pub mod error;
 #[cfg(feature = "hyper")]
 mod hyper;
