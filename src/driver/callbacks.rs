@@ -91,33 +91,11 @@ impl Shared {
         let step = self.clock.step_at_offset(callback.deadline());
         let (index, shard) = self.local();
         let mut wheels = lock(&shard.wheels);
-        if self.shutdown.load(Ordering::SeqCst) {
-            drop(wheels);
-            // The closure is dropped after the lock: its captures may do anything.
-            drop(callback);
-            return Err(Error::Shutdown);
-        }
         // Due already: run at the next step rather than on the caller's stack.
         let step = step.max(wheels.callbacks.first_open_step()).min(MAX_STEP);
-        // Past the last step a deadline can name, a callback would have saturated to a
-        // step already processed (and run at once, however far it was asked for) or to
-        // one the clock never reaches (and never run, the driver spinning): past the
-        // range, like the wheel's own `Elapsed`. At that last step, where far deadlines
-        // saturate, the driver's clock decides, not what the wheel has processed: an
-        // idle driver is not woken by the paused clock's jump. (Unknown: refused.)
-        let last = self.clock.last_step();
-        let refused =
-            if step > last || (step == last && self.runtime.is_past_last_step(&self.clock)) {
-                Some(Error::OutOfRange)
-            } else if !self.count_in_callback() {
-                Some(Error::AtCapacity {
-                    max: self.max_pending,
-                })
-            } else {
-                None
-            };
-        if let Some(error) = refused {
+        if let Err(error) = self.admit(step) {
             drop(wheels);
+            // The closure is dropped after the lock: its captures may do anything.
             drop(callback);
             return Err(error);
         }
@@ -144,6 +122,32 @@ impl Shared {
                 })
             }
         }
+    }
+
+    /// Admits a callback due at `step` (one not yet processed), under its shard's
+    /// lock: counts it in as pending, or says why it is refused.
+    #[inline]
+    fn admit(&self, step: u64) -> Result<(), Error> {
+        if self.shutdown.load(Ordering::SeqCst) {
+            return Err(Error::Shutdown);
+        }
+        // Past the last step a deadline can name, a callback would have saturated to a
+        // step already processed (and run at once, however far it was asked for) or to
+        // one the clock never reaches (and never run, the driver spinning): past the
+        // range, like the wheel's own `Elapsed`. At that last step, where far deadlines
+        // saturate, the driver's clock decides, not what the wheel has processed: an
+        // idle driver is not woken by the paused clock's jump. (Unknown: refused.)
+        let last = self.clock.last_step();
+        if step > last || (step == last && self.runtime.is_past_last_step(&self.clock)) {
+            return Err(Error::OutOfRange);
+        }
+        // Last, as it counts the callback in.
+        if !self.count_in_callback() {
+            return Err(Error::AtCapacity {
+                max: self.max_pending,
+            });
+        }
+        Ok(())
     }
 
     /// Counts one more pending callback if fewer than `max_pending` are: a
