@@ -4,14 +4,14 @@
 //! again, park, or exit).
 
 use std::fmt;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Waker;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::shared::Shared;
+use super::shared::{Shard, Shared, Wheels};
 use crate::callback::Callback;
 use crate::clock::Clock;
 use crate::stats::{Lateness, LatenessCounts};
@@ -95,6 +95,17 @@ impl<'a> LatenessTally<'a> {
             .unsigned_abs();
         self.counts[Lateness::bucket(Duration::from_nanos(late))] += 1;
     }
+
+    /// Adds the counts to the timer's totals, one addition per bucket that counted.
+    /// `Stats::fired` is their sum: one count, so a snapshot never sees a timer fired
+    /// but not yet in the histogram.
+    fn add_to(&self, totals: &[StdAtomicU64]) {
+        for (total, &count) in totals.iter().zip(&self.counts) {
+            if count > 0 {
+                total.fetch_add(count, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// What advancing the shards found.
@@ -103,6 +114,42 @@ struct Advanced {
     complete: bool,
     /// A shard was found shut down; the shards after it were left as they were.
     shut_down: bool,
+}
+
+/// Takes what is due by `step` out of one shard's two wheels (`wheels`, under its
+/// lock), at most [`BATCH`] entries from each, into `expired`, counting their
+/// lateness, and mirrors the elapsed step in the shard. Returns whether both wheels
+/// reached `step`, and how many callbacks were taken out.
+#[inline]
+fn take_due(
+    shard: &Shard,
+    wheels: &mut Wheels,
+    step: u64,
+    lateness: &mut LatenessTally<'_>,
+    expired: &mut Vec<Payload>,
+) -> (bool, usize) {
+    let mut fired_callbacks = 0;
+    let futures_done = wheels.futures.advance(step, BATCH, |step, waker| {
+        lateness.count(step);
+        expired.push(Payload::Wake(waker));
+    });
+    let callbacks_done = wheels.callbacks.advance(step, BATCH, |_, callback| {
+        lateness.count_deadline(callback.deadline());
+        // Taken out under the lock: from here on `cancel` returns false and
+        // `is_expired` true, with no moment in between.
+        fired_callbacks += 1;
+        expired.push(Payload::Callback(callback));
+    });
+    shard
+        .elapsed
+        .store(wheels.futures.elapsed(), Ordering::Release);
+    debug_assert!(
+        !(futures_done && callbacks_done)
+            || (wheels.futures.elapsed() == wheels.callbacks.elapsed()
+                && shard.elapsed.load(Ordering::Relaxed) == wheels.futures.elapsed()),
+        "after a shard's turn its two wheels and their mirror agree on the elapsed step"
+    );
+    (futures_done && callbacks_done, fired_callbacks)
 }
 
 impl Shared {
@@ -155,27 +202,9 @@ impl Shared {
                 advanced.shut_down = true;
                 break;
             }
-            let futures_done = wheels.futures.advance(step, BATCH, |step, waker| {
-                lateness.count(step);
-                expired.push(Payload::Wake(waker));
-            });
-            let callbacks_done = wheels.callbacks.advance(step, BATCH, |_, callback| {
-                lateness.count_deadline(callback.deadline());
-                // Taken out under the lock: from here on `cancel` returns false and
-                // `is_expired` true, with no moment in between.
-                fired_callbacks += 1;
-                expired.push(Payload::Callback(callback));
-            });
-            advanced.complete &= futures_done && callbacks_done;
-            shard
-                .elapsed
-                .store(wheels.futures.elapsed(), Ordering::Release);
-            debug_assert!(
-                !(futures_done && callbacks_done)
-                    || (wheels.futures.elapsed() == wheels.callbacks.elapsed()
-                        && shard.elapsed.load(Ordering::Relaxed) == wheels.futures.elapsed()),
-                "after a shard's turn its two wheels and their mirror agree on the elapsed step"
-            );
+            let (complete, callbacks) = take_due(shard, &mut wheels, step, &mut lateness, expired);
+            advanced.complete &= complete;
+            fired_callbacks += callbacks;
             let released = (wheels.release_futures(), wheels.release_callbacks());
             drop(wheels);
             drop(released);
@@ -183,13 +212,7 @@ impl Shared {
         // Counted out before they run: an expiry frees capacity at once, so a callback
         // may re-arm itself under `max_pending(1)`.
         self.callbacks_left(fired_callbacks);
-        // `Stats::fired` is the sum of these: one count, so a snapshot never sees a
-        // timer fired but not yet in the histogram.
-        for (shared, &count) in self.counters.lateness.iter().zip(&lateness.counts) {
-            if count > 0 {
-                shared.fetch_add(count, Ordering::Relaxed);
-            }
-        }
+        lateness.add_to(&self.counters.lateness);
         advanced
     }
 
