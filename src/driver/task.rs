@@ -150,19 +150,7 @@ struct Parked {
 async fn run(mut guard: DriverGuard, parked: Parked, interval: Interval) {
     let weak = guard.shared.clone();
     let Parked { notify, bound } = parked;
-    let mut waiting = Waiting {
-        interval,
-        // The bound holds only while the clock stands still between Tokio's passes
-        // over its timers, that is, while it is paused: a real clock runs on while a
-        // busy runtime has yet to fire the wakeup, and a caller on another runtime
-        // never waits for this one's pass. So a driver on a runtime whose clock is
-        // never paused (where the clock is cheap to read: no runtime handle) leaves
-        // it unknown.
-        may_pause: weak
-            .upgrade()
-            .is_some_and(|shared| !shared.runtime.has_real_clock()),
-        bound,
-    };
+    let mut waiting = Waiting::new(interval, bound, &weak);
     let mut expired = Vec::new();
     loop {
         let Some(shared) = weak.upgrade() else {
@@ -183,9 +171,7 @@ async fn run(mut guard: DriverGuard, parked: Parked, interval: Interval) {
                 waiting.bound.clear();
                 drop(waiting);
                 drop(expired);
-                while weak.strong_count() > 0 {
-                    notify.notified().await;
-                }
+                idle_until_gone(&weak, &notify).await;
                 guard.ended = true;
                 return;
             }
@@ -204,6 +190,13 @@ async fn run(mut guard: DriverGuard, parked: Parked, interval: Interval) {
     }
 }
 
+/// The shut-down driver's wait for the timer's end: `Shared`'s drop notifies.
+async fn idle_until_gone(weak: &Weak<Shared>, notify: &Notify) {
+    while weak.strong_count() > 0 {
+        notify.notified().await;
+    }
+}
+
 /// The driver's wakeup between turns: Tokio's interval, and the bound on the clock it
 /// arms (see [`ClockBound`]).
 struct Waiting {
@@ -214,6 +207,23 @@ struct Waiting {
 }
 
 impl Waiting {
+    /// The wakeup of the driver of `shared`, on `interval`, arming `bound`.
+    fn new(interval: Interval, bound: Arc<ClockBound>, shared: &Weak<Shared>) -> Waiting {
+        Waiting {
+            interval,
+            // The bound holds only while the clock stands still between Tokio's passes
+            // over its timers, that is, while it is paused: a real clock runs on while a
+            // busy runtime has yet to fire the wakeup, and a caller on another runtime
+            // never waits for this one's pass. So a driver on a runtime whose clock is
+            // never paused (where the clock is cheap to read: no runtime handle) leaves
+            // it unknown.
+            may_pause: shared
+                .upgrade()
+                .is_some_and(|shared| !shared.runtime.has_real_clock()),
+            bound,
+        }
+    }
+
     /// Waits for the next expiration `next` (by the clock `clock`), or for a
     /// notification; with nothing pending, for a notification alone.
     async fn until(&mut self, clock: &Clock, next: Option<u64>, notify: &Notify) {
