@@ -346,10 +346,8 @@ impl Sleep {
 impl Drop for Sleep {
     fn drop(&mut self) {
         match self.state() {
-            State::Registered(reg) => {
-                if !self.shared().has_fired(reg, self.deadline) {
-                    self.shared().cancel(reg, self.step());
-                }
+            State::Registered(reg) if !self.shared().has_fired(reg, self.deadline) => {
+                self.shared().cancel(reg, self.step());
             }
             State::FellBack(key) => self.shared().drop_fallback(key),
             _ => {}

@@ -19,73 +19,19 @@
 //!   sleep neither waits for a frozen clock nor completes at once.
 //!
 //! Only a `Sleep` that meets a stopped wheel pays for this (an allocation, the clock
-//! reads). Its fallback lives in its timer's [`Fallbacks`], under a [`FallbackKey`]
-//! the `Sleep` keeps in its state: a `Sleep` (24 bytes) has no room for one, and what
-//! it holds the timer by is shared with other `Sleep`s.
+//! reads). Its fallback lives in its timer's
+//! [`Fallbacks`](super::fallbacks::Fallbacks), under a [`FallbackKey`] the `Sleep`
+//! keeps in its state.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use slab::Slab;
 use tokio::time::Instant;
 
 use super::context;
+use super::fallbacks::{Fallback, FallbackKey, Source};
 use super::runtime::real_now;
 use super::shared::Shared;
-use crate::sync::{lock, Mutex};
-
-/// The fallbacks of a timer's `Sleep`s, each owned by the one `Sleep` that holds its
-/// key: only that `Sleep` polls, resets or removes it.
-pub(crate) struct Fallbacks(Mutex<Slab<Fallback>>);
-
-impl Fallbacks {
-    pub(super) fn new() -> Fallbacks {
-        Fallbacks(Mutex::new(Slab::new()))
-    }
-}
-
-/// A `Sleep`'s fallback in its timer's [`Fallbacks`], held by that `Sleep` alone from
-/// its first fallback poll until it completes or drops.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct FallbackKey(usize);
-
-impl FallbackKey {
-    /// The key in the bits above a `Sleep`'s tag bits, nonzero: 62 bits hold any slab
-    /// index.
-    pub(crate) fn to_bits(self) -> u64 {
-        self.0 as u64 + 1
-    }
-
-    /// The key [`to_bits`](FallbackKey::to_bits) gave `bits` for; `None` for `0`.
-    pub(crate) fn from_bits(bits: u64) -> Option<FallbackKey> {
-        bits.checked_sub(1).map(|index| FallbackKey(index as usize))
-    }
-}
-
-/// A fallback sleep and the clock it is timed on.
-pub(super) struct Fallback {
-    sleep: Pin<Box<tokio::time::Sleep>>,
-    on: Source,
-}
-
-impl std::fmt::Debug for Fallback {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Fallback")
-            .field("deadline", &self.sleep.deadline())
-            .field("on", &self.on)
-            .finish()
-    }
-}
-
-/// Which runtime's clock a [`Fallback`] is timed on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Source {
-    /// The driver's runtime, which the polling task runs on.
-    Driver,
-    /// The background runtime: the real clock.
-    Background,
-}
 
 impl Shared {
     /// Where a fallback polled from here is timed.
@@ -148,12 +94,10 @@ impl Shared {
         deadline: Instant,
         cx: &mut Context<'_>,
     ) -> Poll<()> {
-        let mut slot = key.and_then(|key| lock(&self.fallbacks.0).try_remove(key.0));
+        let mut slot = key.and_then(|key| self.fallbacks.take(key));
         let ready = self.poll_slot(&mut slot, deadline, cx);
         *key = match (ready, slot) {
-            (Poll::Pending, Some(fallback)) => {
-                Some(FallbackKey(lock(&self.fallbacks.0).insert(fallback)))
-            }
+            (Poll::Pending, Some(fallback)) => Some(self.fallbacks.put(fallback)),
             _ => None,
         };
         ready
@@ -197,29 +141,20 @@ impl Shared {
     /// Moves the deadline of the fallback `key` names, in place.
     #[cold]
     pub(crate) fn reset_fallback(&self, key: FallbackKey, deadline: Instant) {
-        let mut fallbacks = lock(&self.fallbacks.0);
-        let Some(fallback) = fallbacks.get_mut(key.0) else {
-            return;
-        };
-        let at = match fallback.on {
-            Source::Driver => deadline,
-            Source::Background => self.real_deadline(deadline),
-        };
-        fallback.sleep.as_mut().reset(at);
+        self.fallbacks.with(key, |fallback| {
+            let at = match fallback.on {
+                Source::Driver => deadline,
+                Source::Background => self.real_deadline(deadline),
+            };
+            fallback.sleep.as_mut().reset(at);
+        });
     }
 
     /// Lets go of the fallback `key` names (its `Sleep` dropped); Tokio's sleep in it
     /// is dropped outside the lock.
     #[cold]
     pub(crate) fn drop_fallback(&self, key: FallbackKey) {
-        let fallback = lock(&self.fallbacks.0).try_remove(key.0);
-        drop(fallback);
-    }
-
-    /// How many `Sleep`s hold a fallback.
-    #[cfg(test)]
-    pub(crate) fn fallbacks(&self) -> usize {
-        lock(&self.fallbacks.0).len()
+        drop(self.fallbacks.take(key));
     }
 }
 
@@ -250,22 +185,22 @@ mod tests {
         let mut completes = timer.sleep(Duration::from_millis(20));
         let mut dropped = timer.sleep(Duration::from_millis(20));
         let shared = timer.shared();
-        assert_eq!(shared.fallbacks(), 0, "none before a poll");
+        assert_eq!(shared.fallbacks.len(), 0, "none before a poll");
         assert!(poll(&mut completes).is_pending());
         assert!(poll(&mut dropped).is_pending());
         assert!(poll(&mut completes).is_pending());
-        assert_eq!(shared.fallbacks(), 2, "one each, kept across polls");
+        assert_eq!(shared.fallbacks.len(), 2, "one each, kept across polls");
         Pin::new(&mut completes).reset(start + Duration::from_millis(30));
-        assert_eq!(shared.fallbacks(), 2, "moved in place by a reset");
+        assert_eq!(shared.fallbacks.len(), 2, "moved in place by a reset");
         drop(dropped);
-        assert_eq!(shared.fallbacks(), 1, "given back by a drop");
+        assert_eq!(shared.fallbacks.len(), 1, "given back by a drop");
         (&mut completes).await;
         assert_eq!(
             Instant::now() - start,
             Duration::from_millis(30),
             "its new deadline"
         );
-        assert_eq!(shared.fallbacks(), 0, "given back once complete");
+        assert_eq!(shared.fallbacks.len(), 0, "given back once complete");
         assert!(completes.is_elapsed());
     }
 }

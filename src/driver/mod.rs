@@ -22,6 +22,7 @@
 //!   move, cancel, whether it has fired.
 //! * `callbacks.rs` — what a [`Scheduled`](crate::Scheduled) asks (schedule, cancel,
 //!   move, its state), the pending count and keep-alive.
+//! * `fallbacks.rs` — the fallbacks `Sleep`s own, kept in the timer by key.
 //! * `fallback.rs` — timing a `Sleep` once the wheel no longer turns (shut down, its
 //!   runtime gone): never early, on another clock.
 //! * `anchor.rs` — the per-shard references handles hold the timer by, and, in a
@@ -50,6 +51,7 @@ mod callbacks;
 mod context;
 mod executor;
 mod fallback;
+mod fallbacks;
 mod futures;
 mod keep_alive;
 mod parking;
@@ -62,7 +64,7 @@ mod turn;
 
 pub(crate) use anchor::{Anchor, SiteAnchors};
 pub(crate) use callbacks::{CallbackState, Place};
-pub(crate) use fallback::FallbackKey;
+pub(crate) use fallbacks::FallbackKey;
 pub(crate) use futures::Registered;
 pub(crate) use shared::{Registration, Shared, REGISTRATION_BITS};
 pub(crate) use task::start;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::executor::{run_inline, Executing, HandsBack};
-use super::fallback::Fallbacks;
+use super::fallbacks::Fallbacks;
 use super::keep_alive::KeepAlive;
 use super::parking::Parking;
 use super::progress::Progress;
