@@ -87,7 +87,7 @@ enum State {
     Registered(Registration),
     /// Fired.
     Elapsed,
-    /// Timed by the fallback `key` names (see `driver::Fallback`), its wheel no longer
+    /// Timed by the fallback `key` names (see `driver/fallback.rs`), its wheel no longer
     /// turning; the `Sleep` gives it back when it completes or drops.
     FellBack(FallbackKey),
 }
@@ -225,8 +225,11 @@ impl Sleep {
         let to = this.step();
         let state = match this.state() {
             State::FellBack(key) => {
-                this.shared().reset_fallback(key, this.deadline());
-                State::FellBack(key)
+                this.set_state(State::Unregistered);
+                match this.shared().reset_fallback(key, this.deadline()) {
+                    Some(key) => State::FellBack(key),
+                    None => State::Unregistered,
+                }
             }
             State::Idle | State::Unregistered | State::Elapsed => State::Unregistered,
             State::Registered(reg) => match this.shared().due(this.deadline) {
@@ -253,11 +256,16 @@ impl Sleep {
     }
 
     /// Times this `Sleep` on another clock, its wheel no longer turning (see
-    /// `driver::Fallback`): its own fallback, made on the first such poll.
+    /// `driver/fallback.rs`): its own fallback, made on the first such poll.
     #[cold]
     fn poll_fallback(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let mut key = match self.state() {
-            State::FellBack(key) => Some(key),
+            State::FellBack(key) => {
+                // The fallback is out of the timer's keeping while polled: a panic
+                // then (a waker's clone) must leave no key behind to be reused.
+                self.set_state(State::Unregistered);
+                Some(key)
+            }
             _ => None,
         };
         let ready = self.shared().poll_fallback(&mut key, self.deadline(), cx);

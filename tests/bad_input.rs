@@ -453,3 +453,52 @@ async fn at_the_end_of_the_range(tick_ms: u64, wheel: usize, at: u64) -> Vec<Str
     }
     wrong
 }
+
+/// A waker whose clone panics: std's `Wake` cannot make one (its clone is an `Arc`'s),
+/// so it is built from a vtable.
+fn waker_that_panics_on_clone() -> std::task::Waker {
+    use std::task::{RawWaker, RawWakerVTable, Waker};
+    fn clone(_: *const ()) -> RawWaker {
+        panic!("a waker that panics on clone (expected in this test)")
+    }
+    fn nothing(_: *const ()) {}
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, nothing, nothing, nothing);
+    // SAFETY: no function of the vtable reads the data pointer, so a null one is
+    // never dereferenced; the vtable is static.
+    unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) }
+}
+
+/// After shutdown a `Sleep` is timed by a fallback of its own; a waker that panics
+/// while that fallback is polled (Tokio's sleep clones it) must not leave the `Sleep`
+/// naming a fallback another `Sleep` may be given: it still waits its own deadline.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_waker_that_panics_polling_a_fallback_leaves_the_sleep_its_own_deadline() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::task::{Context, Waker};
+    let timer = Timer::new();
+    let _ = timer.shutdown().await;
+    let start = Instant::now();
+    let hour = Duration::from_secs(3600);
+    let mut long = timer.sleep(hour);
+    let noop = Waker::noop();
+    assert!(std::pin::Pin::new(&mut long)
+        .poll(&mut Context::from_waker(noop))
+        .is_pending());
+    let waker = waker_that_panics_on_clone();
+    let polled = catch_unwind(AssertUnwindSafe(|| {
+        std::pin::Pin::new(&mut long).poll(&mut Context::from_waker(&waker))
+    }));
+    assert!(polled.is_err(), "the waker's clone panicked");
+    // Another sleep falls back after it, short.
+    let mut short = timer.sleep(Duration::from_millis(10));
+    assert!(std::pin::Pin::new(&mut short)
+        .poll(&mut Context::from_waker(noop))
+        .is_pending());
+    (&mut long).await;
+    let took = Instant::now() - start;
+    assert!(
+        took >= hour && took < hour + TICK + Duration::from_millis(1),
+        "the long sleep ended at {took:?}, not at its own hour"
+    );
+    drop(short);
+}

@@ -465,3 +465,53 @@ fn a_runtime_dropped_before_the_driver_ever_ran_leaves_nothing_hanging() {
     });
     assert_eq!(timer.schedule(TICK, || {}).unwrap_err(), Error::Shutdown);
 }
+
+/// A waker whose wake drops a `Sleep` it holds (as an inline executor finishing the
+/// task that owned it would).
+struct DropsOnWake(std::sync::Mutex<Option<tokio_wheel::Sleep>>);
+
+impl std::task::Wake for DropsOnWake {
+    fn wake(self: std::sync::Arc<Self>) {
+        drop(self.0.lock().unwrap().take());
+    }
+}
+
+/// A fallback reset into the past wakes its task at once (Tokio's sleep fires inside
+/// the reset); that wake runs no user code under a lock of the timer's, so it may
+/// drop another of the timer's fallen-back sleeps. Run on a thread of its own so that
+/// a deadlock fails the test instead of hanging it.
+#[test]
+fn a_fallback_reset_into_the_past_wakes_its_task_holding_no_lock() {
+    use std::pin::Pin;
+    use std::task::{Context, Waker};
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        paused_runtime().block_on(async {
+            let timer = Timer::new();
+            let _ = timer.shutdown().await;
+            let start = Instant::now();
+            let hour = Duration::from_secs(3600);
+            let noop = Waker::noop();
+            let mut other = timer.sleep(hour);
+            assert!(Pin::new(&mut other)
+                .poll(&mut Context::from_waker(noop))
+                .is_pending());
+            let drops = std::sync::Arc::new(DropsOnWake(std::sync::Mutex::new(Some(other))));
+            let waker = Waker::from(drops.clone());
+            let mut sleep = timer.sleep(hour);
+            assert!(Pin::new(&mut sleep)
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending());
+            tokio::time::advance(Duration::from_millis(50)).await;
+            Pin::new(&mut sleep).reset(start);
+            assert!(drops.0.lock().unwrap().is_none(), "woken by the reset");
+            assert!(Pin::new(&mut sleep)
+                .poll(&mut Context::from_waker(noop))
+                .is_ready());
+        });
+        done.send(()).unwrap();
+    });
+    finished
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the reset's wake ran under the timer's lock (deadlock) or panicked");
+}

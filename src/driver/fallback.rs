@@ -140,14 +140,19 @@ impl Shared {
 
     /// Moves the deadline of the fallback `key` names, in place.
     #[cold]
-    pub(crate) fn reset_fallback(&self, key: FallbackKey, deadline: Instant) {
-        self.fallbacks.with(key, |fallback| {
-            let at = match fallback.on {
-                Source::Driver => deadline,
-                Source::Background => self.real_deadline(deadline),
-            };
-            fallback.sleep.as_mut().reset(at);
-        });
+    pub(crate) fn reset_fallback(
+        &self,
+        key: FallbackKey,
+        deadline: Instant,
+    ) -> Option<FallbackKey> {
+        // Out of the lock while reset: Tokio's reset may wake the task at once.
+        let mut fallback = self.fallbacks.take(key)?;
+        let at = match fallback.on {
+            Source::Driver => deadline,
+            Source::Background => self.real_deadline(deadline),
+        };
+        fallback.sleep.as_mut().reset(at);
+        Some(self.fallbacks.put(fallback))
     }
 
     /// Lets go of the fallback `key` names (its `Sleep` dropped); Tokio's sleep in it

@@ -29,13 +29,6 @@ impl Fallbacks {
         FallbackKey(lock(&self.0).insert(fallback))
     }
 
-    /// Runs `f` on the fallback `key` names, under the lock.
-    pub(super) fn with(&self, key: FallbackKey, f: impl FnOnce(&mut Fallback)) {
-        if let Some(fallback) = lock(&self.0).get_mut(key.0) {
-            f(fallback);
-        }
-    }
-
     /// How many `Sleep`s hold a fallback.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {

@@ -21,7 +21,7 @@ pub(crate) enum Registered {
     /// Due already: complete now.
     Due,
     /// Not in the wheel, which no longer turns (shut down, its runtime gone) or is
-    /// full: time it with a [`Fallback`](super::fallback::Fallback) instead.
+    /// full: time it with a [`Fallback`](super::fallbacks::Fallback) instead.
     Fallback,
 }
 

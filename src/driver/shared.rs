@@ -191,7 +191,7 @@ pub(crate) struct Shared {
     pub(super) parking: Parking,
     /// Set by shutdown or when the driver's runtime drops it, before the shards are
     /// drained; read under a shard's lock. From then on nothing registers, and futures
-    /// are timed by a [`Fallback`](super::fallback::Fallback) instead.
+    /// are timed by a [`Fallback`](super::fallbacks::Fallback) instead.
     pub(super) shutdown: AtomicBool,
     /// The fallbacks of the `Sleep`s that met the wheel stopped.
     pub(super) fallbacks: Fallbacks,

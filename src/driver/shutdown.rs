@@ -5,7 +5,7 @@
 //!
 //! Neither moves a shard's `elapsed`: a `Sleep` tells "fired" (its step processed)
 //! from "drained" (gone unfired) by it, and is timed by its
-//! [`Fallback`](super::fallback::Fallback) from then on.
+//! [`Fallback`](super::fallbacks::Fallback) from then on.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
