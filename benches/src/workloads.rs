@@ -298,6 +298,49 @@ pub fn heartbeat(
     run.saturating_sub(setup) as f64 / (intervals as f64 * f64::from(ticks))
 }
 
+/// *heartbeat* on one thread, for an instruction counter (`probe heartbeat`):
+/// `intervals` tasks on a current-thread runtime of the peer's configuration, on the
+/// real clock, each ticking an `Interval` of `period` (this crate's or
+/// `tokio::time`'s) `ticks / intervals` times after its immediate first tick. Each
+/// tick is the driver firing the interval's sleep, the task waking, and `tick`
+/// completing, rescheduling and registering the next one. `period` must be long
+/// enough for a round of every interval's tick to take well under it (under an
+/// instruction counter too), or ticks go missed and complete without the driver.
+///
+/// # Panics
+///
+/// For a peer other than this crate's or `tokio::time` on a current-thread runtime.
+pub fn heartbeat_one_thread(peer: Peer, intervals: usize, period: Duration, ticks: u32) {
+    assert!(
+        peer.is_wheel() || matches!(peer, Peer::TokioIo | Peer::TokioTimeOnly),
+        "{} has no one-thread heartbeat",
+        peer.name()
+    );
+    let per_interval = ticks / u32::try_from(intervals.max(1)).unwrap_or(u32::MAX);
+    let rt = current_thread(peer.runtime());
+    rt.block_on(async move {
+        let timer = Timer::new();
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..intervals {
+            let timer = timer.clone();
+            tasks.spawn(async move {
+                if peer.is_wheel() {
+                    let mut interval = timer.interval(period);
+                    for _ in 0..=per_interval {
+                        interval.tick().await;
+                    }
+                } else {
+                    let mut interval = tokio::time::interval(period);
+                    for _ in 0..=per_interval {
+                        interval.tick().await;
+                    }
+                }
+            });
+        }
+        while tasks.join_next().await.is_some() {}
+    });
+}
+
 /// The parts of a churn op that no design with a clock read per sleep and a lock per
 /// registration and per cancel can avoid, measured alone on this machine.
 #[derive(Debug, Clone, Copy)]

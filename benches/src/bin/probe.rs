@@ -18,6 +18,13 @@
 //!   `schedule_detached_at`, inline executor, 10 ms tick; Tokio: a task that
 //!   `sleep_until`s the deadline, then runs it), deadlines 1 µs apart.
 //! * `handles`: the same through `schedule_at(..)?.detach()` (this crate's peers only).
+//! * `heartbeat`: `workloads::heartbeat_one_thread`: `pending` intervals (1000 if
+//!   zero) of 100 ms on a current-thread runtime on the real clock, each op one tick
+//!   (the driver fires the sleep, the task wakes, `tick` reschedules and registers).
+//!   The real clock, because the benches build Tokio without `test-util`; each round
+//!   of ticks takes well under the period even under callgrind, so none is missed.
+//!   Unlike on a multi-thread runtime, the driver here arms a bound on its clock
+//!   (`ClockBound`), so a registration seldom reads the clock.
 //! * `churn-sites`, `later-sites`: the same on a timer that tracks call sites
 //!   (`Builder::track_call_sites(true)`), for the `wheel-*` peers. For `free`, set
 //!   `TOKIO_WHEEL_TRACK_CALL_SITES=1` in the environment instead.
@@ -28,17 +35,19 @@
 //!   whose server side is wrapped as the peer: `plain`, `read` (`io::TimeoutStream`
 //!   with a read timeout), `idle` (with an idle timeout), `tokio-io-timeout`.
 
+use std::time::Duration;
+
 use tokio_wheel_benches::workloads::keyed::{idle_io, IdleIo};
 use tokio_wheel_benches::workloads::{
     callbacks_one_thread, churn, churn_free, churn_later, churn_later_tracking_sites,
-    churn_tracking_sites, Callbacks, Peer,
+    churn_tracking_sites, heartbeat_one_thread, Callbacks, Peer,
 };
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [workload, peer, ops, rest @ ..] = &args[..] else {
         eprintln!(
-            "usage: probe churn|free|later|churn-sites|later-sites|callbacks|handles wheel-io|wheel-time|tokio-io|tokio-time <ops> [pending]\n       \
+            "usage: probe churn|free|later|churn-sites|later-sites|callbacks|handles|heartbeat wheel-io|wheel-time|tokio-io|tokio-time <ops> [pending]\n       \
              probe io plain|read|idle|tokio-io-timeout <ops>"
         );
         std::process::exit(2);
@@ -77,6 +86,10 @@ fn main() {
         "handles" => {
             assert!(peer.is_wheel(), "handles are this crate's");
             callbacks_one_thread(Callbacks::Handles, peer.runtime(), ops)
+        }
+        "heartbeat" => {
+            let intervals = if pending == 0 { 1000 } else { pending };
+            heartbeat_one_thread(peer, intervals, Duration::from_millis(100), ops)
         }
         "churn-sites" => drop(churn_tracking_sites(peer, ops, pending)),
         "later-sites" => drop(churn_later_tracking_sites(peer, ops, pending)),
