@@ -140,6 +140,18 @@ impl Clock {
             .min(self.max_offset)
     }
 
+    /// `offset + by`, exactly, when `offset` is at or after the origin and the sum
+    /// does not pass the end of the wheel's range; `None` otherwise, where
+    /// `offset_of` of the instant meant would saturate.
+    #[inline]
+    pub(crate) fn offset_plus(&self, offset: i64, by: Duration) -> Option<i64> {
+        let offset = u64::try_from(offset).ok()?;
+        let by = u64::try_from(by.as_nanos()).ok()?;
+        let sum = offset.checked_add(by)?;
+        // `max_offset` is positive, so a sum within it fits an `i64`.
+        (sum <= self.max_offset as u64).then_some(sum as i64)
+    }
+
     /// The last step a deadline can name, and that `step_now` can reach: deadlines
     /// saturate at `max_offset` (the wheel's last step, or i64 nanoseconds, 292 years,
     /// from a tick of about 2.1 ms, a step of 2^19 ns, on), and steps are counted from `u64` nanoseconds, which
@@ -326,6 +338,46 @@ mod tests {
                 clock.offset_after(before, Duration::from_millis(5)),
                 2_000_000
             );
+        }
+    }
+
+    /// `offset_plus` is `offset_of(instant_at(offset) + by)` wherever that does not
+    /// saturate, and refuses exactly where it would.
+    #[test]
+    fn offset_plus_is_the_instants_sum_short_of_saturation() {
+        let origin = Instant::now();
+        for tick in [Duration::from_nanos(1), Duration::from_millis(1)] {
+            let clock = Clock::new(origin, tick, crate::config::STEPS_PER_TICK);
+            let max = clock.max_offset;
+            let bys = [
+                Duration::ZERO,
+                Duration::from_nanos(1),
+                Duration::from_millis(100),
+                Duration::new(86_400 * 365 * 100, 500_000_000),
+                Duration::MAX,
+            ];
+            for offset in [0, 1, 123_456_789, max - 1, max] {
+                for by in bys {
+                    let via_instants = clock
+                        .instant_at(offset)
+                        .checked_add(by)
+                        .map(|at| clock.unclamped_offset_of(at));
+                    match clock.offset_plus(offset, by) {
+                        Some(sum) => assert_eq!(Some(sum), via_instants, "{offset} {by:?}"),
+                        None => assert!(
+                            via_instants.is_none_or(|sum| sum > max),
+                            "{tick:?} {offset} {by:?}: refused, yet {via_instants:?} fits"
+                        ),
+                    }
+                }
+            }
+            assert_eq!(
+                clock.offset_plus(max - 1, Duration::from_nanos(1)),
+                Some(max)
+            );
+            assert_eq!(clock.offset_plus(max, Duration::from_nanos(1)), None);
+            // Before the origin: left to the instants' path.
+            assert_eq!(clock.offset_plus(-1, Duration::from_millis(1)), None);
         }
     }
 

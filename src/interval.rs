@@ -191,11 +191,23 @@ impl Interval {
     /// When this returns `Pending`, the waker of `cx` is woken at the tick (only the
     /// most recent waker is kept, as with any future).
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
-        let due = self.sleep.deadline();
         // A due tick (the first, Burst's make-up ticks) is ready at once: the sleep
         // is, as a due `Sleep` always is, without waiting for the driver's next turn.
         if Pin::new(&mut self.sleep).poll(cx).is_pending() {
             return Poll::Pending;
+        }
+        let due = self.sleep.deadline();
+        // Burst schedules the next tick a period after this one's schedule whether or
+        // not this one was missed, and with no jitter the schedule is the deadline: no
+        // clock to read, and the deadline moves by the period in the sleep's own
+        // offset, exactly where `reset_scheduled` would put it (short of saturation,
+        // which the general path below handles).
+        if self.jitter == 0
+            && self.behavior == MissedTickBehavior::Burst
+            && self.sleep.postpone(self.period)
+        {
+            self.pending = Pending::Scheduled;
+            return Poll::Ready(due);
         }
         let now = self.sleep.shared().now();
         let scheduled = self.scheduled(due);

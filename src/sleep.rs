@@ -219,40 +219,65 @@ impl Sleep {
     /// value.
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
         let this = self.get_mut();
-        // The entry, if any, is named by the step of the deadline it was placed at.
-        let step = this.step();
-        this.deadline = this.shared().clock.offset_of(deadline);
-        let to = this.step();
-        let state = match this.state() {
+        let offset = this.shared().clock.offset_of(deadline);
+        this.reset_offset(offset);
+    }
+
+    /// Moves the deadline `by` later, as [`reset`](Sleep::reset) to the deadline plus
+    /// `by` does, unless the sum would saturate (lie beyond the wheel's range) or the
+    /// deadline lies before the timer's origin: then it changes nothing and returns
+    /// `false`, for the caller to `reset` to the instant it means. Exact otherwise, in
+    /// nanoseconds from the origin, without a round trip through `Instant`: what an
+    /// `Interval` does every tick.
+    pub(crate) fn postpone(&mut self, by: Duration) -> bool {
+        match self.shared().clock.offset_plus(self.deadline, by) {
+            Some(offset) => {
+                self.reset_offset(offset);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// [`reset`](Sleep::reset) to the deadline `offset` (see `Clock::offset_of`).
+    fn reset_offset(&mut self, offset: i64) {
+        let old = self.deadline;
+        self.deadline = offset;
+        let state = match self.state() {
             State::FellBack(key) => {
-                this.set_state(State::Unregistered);
-                match this.shared().reset_fallback(key, this.deadline()) {
+                self.set_state(State::Unregistered);
+                match self.shared().reset_fallback(key, self.deadline()) {
                     Some(key) => State::FellBack(key),
                     None => State::Unregistered,
                 }
             }
             State::Idle | State::Unregistered | State::Elapsed => State::Unregistered,
-            State::Registered(reg) => match this.shared().due(this.deadline) {
-                // Due now: out of the wheel, its task woken to complete it.
-                Some(late) => {
-                    if let Some(waker) = this.shared().complete_due(reg, step, late, true) {
-                        waker.wake();
+            State::Registered(reg) => {
+                // The entry is named by the step of the deadline it was placed at.
+                let step = self.shared().clock.step_at_offset(old);
+                match self.shared().due(self.deadline) {
+                    // Due now: out of the wheel, its task woken to complete it.
+                    Some(late) => {
+                        if let Some(waker) = self.shared().complete_due(reg, step, late, true) {
+                            waker.wake();
+                        }
+                        State::Elapsed
                     }
-                    State::Elapsed
-                }
-                None => {
-                    if this.shared().reschedule(reg, step, to, this.deadline) {
-                        State::Registered(reg)
-                    } else {
-                        // Fired already, or the new deadline has been processed:
-                        // register afresh on the next poll (the waker, if any, was
-                        // woken to bring that poll).
-                        State::Unregistered
+                    None => {
+                        let to = self.step();
+                        if self.shared().reschedule(reg, step, to, self.deadline) {
+                            State::Registered(reg)
+                        } else {
+                            // Fired already, or the new deadline has been processed:
+                            // register afresh on the next poll (the waker, if any, was
+                            // woken to bring that poll).
+                            State::Unregistered
+                        }
                     }
                 }
-            },
+            }
         };
-        this.set_state(state);
+        self.set_state(state);
     }
 
     /// Times this `Sleep` on another clock, its wheel no longer turning (see
