@@ -571,7 +571,9 @@ impl<T> Wheel<T> {
                 return false;
             }
             debug_assert_eq!(self.entries[index as usize].step(), self.elapsed + 1);
-            self.unlink(index);
+            // The slot's head is where `place` puts it: level 0, `slot`.
+            debug_assert_eq!(self.place(self.elapsed + 1), (0, slot));
+            self.unlink_from(index, (0, slot));
             expire(self.elapsed + 1, self.entries.remove(index as usize).value);
             *budget -= 1;
         }
