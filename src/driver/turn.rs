@@ -75,16 +75,24 @@ impl<'a> LatenessTally<'a> {
         }
     }
 
+    /// Counts a future fired at `step`: inline, as it runs once per timer fired; the
+    /// bucket is found once per step, out of line.
+    #[inline]
     fn count(&mut self, step: u64) {
         let bucket = match self.step {
             Some((counted, bucket)) if counted == step => bucket,
-            _ => {
-                let bucket = Lateness::bucket(self.clock.lateness(step, self.now));
-                self.step = Some((step, bucket));
-                bucket
-            }
+            _ => self.step_bucket(step),
         };
         self.counts[bucket] += 1;
+    }
+
+    /// The bucket of `step`, found and kept as the step last counted.
+    #[cold]
+    #[inline(never)]
+    fn step_bucket(&mut self, step: u64) -> usize {
+        let bucket = Lateness::bucket(self.clock.lateness(step, self.now));
+        self.step = Some((step, bucket));
+        bucket
     }
 
     fn count_deadline(&mut self, deadline: i64) {
