@@ -307,6 +307,13 @@ pub fn heartbeat(
 /// enough for a round of every interval's tick to take well under it (under an
 /// instruction counter too), or ticks go missed and complete without the driver.
 ///
+/// The intervals share one start (`interval_at`), so each round's ticks fall in one
+/// step of this crate's wheel: the driver fires them all, then parks with nothing
+/// pending and no bound on its clock, and every task's registration reads the
+/// clock, as on a multi-thread runtime. (Started a few microseconds apart, the
+/// ticks spread over steps as the spawning happens to take, and whether a task finds
+/// the driver's bound armed varies from run to run.)
+///
 /// # Panics
 ///
 /// For a peer other than this crate's or `tokio::time` on a current-thread runtime.
@@ -320,17 +327,18 @@ pub fn heartbeat_one_thread(peer: Peer, intervals: usize, period: Duration, tick
     let rt = current_thread(peer.runtime());
     rt.block_on(async move {
         let timer = Timer::new();
+        let start = Instant::now();
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..intervals {
             let timer = timer.clone();
             tasks.spawn(async move {
                 if peer.is_wheel() {
-                    let mut interval = timer.interval(period);
+                    let mut interval = timer.interval_at(start, period);
                     for _ in 0..=per_interval {
                         interval.tick().await;
                     }
                 } else {
-                    let mut interval = tokio::time::interval(period);
+                    let mut interval = tokio::time::interval_at(start, period);
                     for _ in 0..=per_interval {
                         interval.tick().await;
                     }

@@ -23,8 +23,10 @@
 //!   (the driver fires the sleep, the task wakes, `tick` reschedules and registers).
 //!   The real clock, because the benches build Tokio without `test-util`; each round
 //!   of ticks takes well under the period even under callgrind, so none is missed.
-//!   Unlike on a multi-thread runtime, the driver here arms a bound on its clock
-//!   (`ClockBound`), so a registration seldom reads the clock.
+//!   The intervals share one start, so every registration reads the clock, as on a
+//!   multi-thread runtime (through the driver's runtime handle here, dearer than the
+//!   plain real clock a multi-thread driver reads), and the count is the same from
+//!   run to run.
 //! * `churn-sites`, `later-sites`: the same on a timer that tracks call sites
 //!   (`Builder::track_call_sites(true)`), for the `wheel-*` peers. For `free`, set
 //!   `TOKIO_WHEEL_TRACK_CALL_SITES=1` in the environment instead.
