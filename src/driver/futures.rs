@@ -60,7 +60,10 @@ impl Shared {
         self.late_by(offset)
     }
 
-    #[cold]
+    /// Not cold: a driver that arms no bound (a multi-thread runtime's, the default
+    /// timer's) reads the clock here on every first poll of a `Sleep`, an interval's
+    /// every tick.
+    #[inline]
     fn late_by(&self, offset: i64) -> Option<Duration> {
         let now = self.now();
         let deadline = self.clock.instant_at(offset);
