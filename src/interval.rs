@@ -207,8 +207,17 @@ impl Interval {
             && self.sleep.postpone(self.period)
         {
             self.pending = Pending::Scheduled;
-            return Poll::Ready(due);
+        } else {
+            self.schedule_after(due);
         }
+        Poll::Ready(due)
+    }
+
+    /// Schedules the tick after the one due at `due`, just taken, by the clock: for a
+    /// tick that jitter, `Delay` or `Skip` decide on, or one whose sum saturates.
+    /// Out of line, so that `poll_tick`'s common path keeps a small frame.
+    #[inline(never)]
+    fn schedule_after(&mut self, due: Instant) {
         let now = self.sleep.shared().now();
         let scheduled = self.scheduled(due);
         // Missed only beyond the timer's own lateness bound (a tick and Tokio's
@@ -227,7 +236,6 @@ impl Interval {
             self.rng = jitter::next(self.rng);
         }
         self.reset_scheduled(next);
-        Poll::Ready(due)
     }
 
     /// Makes the pending tick the one scheduled at `scheduled`: due then plus its draw.
