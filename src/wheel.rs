@@ -704,14 +704,6 @@ impl<T> Wheel<T> {
 /// It uses this block's methods, not `insert`, `remove`, `reschedule` or `advance`,
 /// which know nothing of the due list.
 impl<T> Wheel<T> {
-    /// A wheel as [`new`](Wheel::new), whose storage holds `capacity` entries before
-    /// it allocates again.
-    pub(crate) fn with_capacity(slots: usize, capacity: usize) -> Self {
-        let mut wheel = Wheel::new(slots);
-        wheel.entries = Slab::with_capacity(capacity);
-        wheel
-    }
-
     /// How many entries the storage holds before it allocates again.
     pub(crate) fn capacity(&self) -> usize {
         self.entries.capacity()

@@ -12,29 +12,62 @@ use crate::error::Error;
 /// consumer takes the value or it is removed or cleared; then, and in every other
 /// queue, it names nothing.
 ///
-/// Its `Debug` reads `Key { queue: 3, insert: 17 }`: the 18th value inserted into the
-/// 4th queue made in this process (both counted from 0).
+/// Its `Debug` reads `Key { queue: 3, shard: 1, insert: 17 }`: the 18th value inserted
+/// into shard 1 of the 4th queue made in this process (all counted from 0). A queue
+/// has a shard for each thread that inserts at once, up to the machine's parallelism;
+/// the inserts of one thread at a time go to one shard.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Key {
+    /// The shard's number in the low [`SHARD_BITS`], the value's index in the
+    /// shard's storage above them.
     pub(super) index: usize,
     pub(super) serial: u64,
 }
 
+/// Bits of [`Key::index`] that name the shard. None where `usize` has no room beside
+/// a storage index of 32 bits: such queues have one shard.
+pub(super) const SHARD_BITS: u32 = if usize::BITS >= 64 { 3 } else { 0 };
+
+/// Shards a queue has at most.
+pub(super) const MAX_SHARDS: usize = 1 << SHARD_BITS;
+
+impl Key {
+    pub(super) fn new(shard: usize, slot: usize, serial: u64) -> Key {
+        debug_assert!(shard < MAX_SHARDS);
+        Key {
+            index: slot << SHARD_BITS | shard,
+            serial,
+        }
+    }
+
+    /// The shard that holds the value.
+    pub(super) fn shard(&self) -> usize {
+        self.index & (MAX_SHARDS - 1)
+    }
+
+    /// The value's index in its shard's storage.
+    pub(super) fn slot(&self) -> usize {
+        self.index >> SHARD_BITS
+    }
+}
+
 impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The serial is the queue's number in its high half, its count of inserts in
-        // the low half (see `first_serial`).
+        // The serial is the queue's number in its high half, its shard's count of
+        // inserts in the low half (see `first_serial`).
         f.debug_struct("Key")
             .field("queue", &(self.serial >> 32))
+            .field("shard", &self.shard())
             .field("insert", &(self.serial & u64::from(u32::MAX)))
             .finish()
     }
 }
 
-/// The serial of a new queue's first value: 2^32 past the previous queue's, so that
-/// one queue's keys name nothing in another (until one of them has taken 2^32
-/// inserts, or 2^32 queues have been made). Serials then count up, wrapping, so a
-/// queue hands each out once in 2^64 inserts.
+/// The serial of a new queue's first value in each of its shards: 2^32 past the
+/// previous queue's, so that one queue's keys name nothing in another (until a shard
+/// of one of them has taken 2^32 inserts, or 2^32 queues have been made). Each
+/// shard's serials then count up, wrapping, so a shard hands each out once in 2^64
+/// inserts (and a key names its shard besides).
 pub(super) fn first_serial() -> u64 {
     static QUEUES: AtomicU64 = AtomicU64::new(0);
     QUEUES.fetch_add(1, Ordering::Relaxed) << 32

@@ -30,30 +30,33 @@
 //!
 //! # Implementation
 //!
-//! tokio-util's shape, shared: the values live in a wheel of the queue's own (the
-//! crate's [`Wheel`](crate::wheel::Wheel), in steps of the timer's clock) under the
-//! queue's lock, so insert, remove and reset touch nothing else, and the queue keeps
-//! one [`Sleep`] on the timer, at the step of its earliest value, for consumers to wait
-//! on. A consumer's poll reads the timer's clock and moves what is due to the wheel's
-//! due list, in place (the values of every step that has ended, and those of the step
-//! under way whose deadlines have passed), then takes the first: due means ready,
-//! whether or not the driver has turned. A value stays in the wheel's storage until a
-//! consumer takes it, so its key finds it until then (`remove` gives it back).
+//! tokio-util's shape, shared, and sharded: the values live in wheels of the queue's
+//! own (the crate's [`Wheel`](crate::wheel::Wheel), in steps of the timer's clock),
+//! one per shard, each under the shard's lock, so insert, remove and reset touch one
+//! shard and nothing else; each shard keeps one [`Sleep`] on the timer, at the step of
+//! its earliest value, for consumers to wait on. Threads that insert at once work in
+//! shards of their own ([`queue`] says how), rather than pass one lock and one wheel
+//! between their cores. A consumer's poll locks the shards in use, reads the timer's
+//! clock and moves what is due to each wheel's due list, in place (the values of every
+//! step that has ended, and those of the step under way whose deadlines have passed),
+//! then takes the earliest first: due means ready, whether or not the driver has
+//! turned. A value stays in its wheel's storage until a consumer takes it, so its key
+//! finds it until then (`remove` gives it back).
 //!
-//! The sleep's waker wakes every consumer waiting ([`waiting`]), so no wakeup is lost
+//! The sleeps' waker wakes every consumer waiting ([`waiting`]), so no wakeup is lost
 //! with a consumer that is dropped before it polls again. Consumers register under an
 //! owner (a [`NextExpired`] future, or the handle they poll) that takes its
-//! registration with it when it goes. An insert or reset earlier than the step the
-//! sleep waits for, while consumers wait, moves the sleep itself, or wakes them if the
-//! value is due already. A remove leaves the sleep where it is: at worst it wakes the
-//! consumers early, and they wait again.
+//! registration with it when it goes. An insert or reset earlier than the step its
+//! shard's sleep waits for, while consumers wait, moves that sleep itself, or wakes
+//! them if the value is due already. A remove leaves the sleep where it is: at worst
+//! it wakes the consumers early, and they wait again.
 //!
-//! A [`Key`] is the value's index in the wheel's storage and a serial number the
-//! queue never hands out twice (it would take 2^64 inserts), so a key whose value was
-//! taken, removed or cleared names nothing, however often its slot has been reused
-//! since. Each queue's serials start 2^32 past the last queue's
+//! A [`Key`] is the value's shard, its index in the shard's storage and a serial
+//! number the shard never hands out twice (it would take 2^64 inserts), so a key
+//! whose value was taken, removed or cleared names nothing, however often its slot has
+//! been reused since. Each queue's serials start 2^32 past the last queue's
 //! (`expired::first_serial`), so a key used on another queue names nothing there
-//! either, unless one of them has taken 2^32 inserts.
+//! either, unless a shard of one of them has taken 2^32 inserts.
 
 use std::fmt;
 use std::future::Future;
@@ -75,11 +78,11 @@ mod waiting;
 pub use expired::{Expired, Key, TryInsertError};
 
 use self::expired::first_serial;
-use self::queue::{discard, Queue};
-use self::state::{lock, State};
+use self::queue::{discard, is_ended, shard_count, Queue, Shard};
+use self::state::{lock, State, IDLE};
 use self::waiting::Waiting;
 use crate::sites::{SiteSource, Tags};
-use crate::sync::Mutex;
+use crate::sync::{AtomicUsize, Mutex};
 use crate::timer::Timer;
 use crate::wheel::Wheel;
 
@@ -127,8 +130,9 @@ use crate::wheel::Wheel;
 /// The values live in the queue, not in the timer: dropping the last handle drops
 /// them. (So a value that holds a handle of its own queue keeps the queue alive, as
 /// any `Arc` cycle does, until it is taken, removed or cleared.) None of them is a
-/// timer's callback: [`Timer::pending`] counts the queue's one sleep while consumers
-/// wait, and [`Timer::shutdown`] returns none of them.
+/// timer's callback: [`Timer::pending`] counts the queue's sleep while consumers wait
+/// (one for each shard in use that holds values: one unless several threads insert at
+/// once), and [`Timer::shutdown`] returns none of them.
 ///
 /// # Migration from tokio-util
 ///
@@ -234,17 +238,25 @@ impl<T: Send + 'static> DelayQueue<T> {
         let clock = shared.clock;
         let waiting = Arc::new(Waiting::new());
         let slots = shared.wheel_size() * clock.steps_per_tick();
+        let serial = first_serial();
+        let shards = (0..shard_count())
+            .map(|shard| Shard {
+                state: Mutex::new(State {
+                    shard,
+                    wheel: Wheel::new(slots),
+                    tags: shared.track_call_sites.then(Tags::default),
+                    clock,
+                    next_serial: serial,
+                    sleep: None,
+                    armed: Some(IDLE),
+                    closed: false,
+                }),
+            })
+            .collect();
         let queue = Arc::new(Queue {
             timer: timer.clone(),
-            state: Mutex::new(State {
-                wheel: Wheel::with_capacity(slots, capacity),
-                tags: shared.track_call_sites.then(Tags::default),
-                clock,
-                next_serial: first_serial(),
-                sleep: None,
-                armed: None,
-                closed: false,
-            }),
+            shards,
+            in_use: AtomicUsize::new(1),
             wake_all: Waker::from(waiting.clone()),
             waiting,
         });
@@ -252,7 +264,11 @@ impl<T: Send + 'static> DelayQueue<T> {
             let source: Arc<dyn SiteSource> = queue.clone();
             shared.register_sites(Arc::downgrade(&source));
         }
-        DelayQueue::handle(queue)
+        let queue = DelayQueue::handle(queue);
+        if capacity > 0 {
+            queue.reserve(capacity);
+        }
+        queue
     }
 
     /// Inserts `value`, to expire `timeout` from now on the timer's clock. O(1).
@@ -350,18 +366,20 @@ impl<T> DelayQueue<T> {
     /// or not, as long as no consumer took it. O(1). `None` if a consumer took it, it
     /// was removed or cleared, or the key is from another queue.
     pub fn remove(&self, key: &Key) -> Option<T> {
-        let mut state = lock(&self.queue.state);
+        let mut state = self.queue.lock_key(key)?;
         let (wheel_key, step, _) = state.get(key)?;
         let value = state.wheel.remove_any(wheel_key, step)?.value;
         // The sleep stays where it is, even if nothing is left: at worst it wakes the
         // consumers for nothing once. Standing it down here would make every insert
-        // and remove into an otherwise empty queue register and cancel it.
-        let wake = if state.is_ended() {
-            self.queue.waiting.take()
+        // and remove into an otherwise empty shard register and cancel it.
+        let emptied_closed = state.is_ended();
+        drop(state);
+        // The other shards are looked at only then, under all the locks.
+        let wake = if emptied_closed {
+            self.queue.wake_if_ended()
         } else {
             Vec::new()
         };
-        drop(state);
         wake.into_iter().for_each(Waker::wake);
         Some(value)
     }
@@ -397,7 +415,7 @@ impl<T> DelayQueue<T> {
     /// the value never comes out before. A `Duration::MAX` timeout saturates sooner,
     /// at about 30 years from now.
     pub fn deadline(&self, key: &Key) -> Option<Instant> {
-        let state = lock(&self.queue.state);
+        let state = self.queue.lock_key(key)?;
         let (_, _, item) = state.get(key)?;
         Some(state.clock.instant_at(item.deadline))
     }
@@ -406,17 +424,25 @@ impl<T> DelayQueue<T> {
     /// (in deadline order), else the one with the earliest deadline; `None` if the
     /// queue is empty. Of several whose deadlines fall in one step (a quarter tick), any.
     pub fn peek(&self) -> Option<Key> {
-        let state = lock(&self.queue.state);
-        let (key, _, item) = state.wheel.first()?;
-        Some(Key {
-            index: key.index(),
-            serial: item.serial,
-        })
+        let states = self.queue.lock_all();
+        // A due value's step is processed, so earlier than any pending one's.
+        states
+            .iter()
+            .filter_map(|state| {
+                let (key, step, item) = state.wheel.first()?;
+                Some((step, Key::new(state.shard, key.index(), item.serial)))
+            })
+            .min_by_key(|&(step, _)| step)
+            .map(|(_, key)| key)
     }
 
     /// How many values the queue holds: pending, or due and not yet taken.
     pub fn len(&self) -> usize {
-        lock(&self.queue.state).wheel.len()
+        self.queue
+            .shards
+            .iter()
+            .map(|shard| lock(&shard.state).wheel.len())
+            .sum()
     }
 
     /// Whether the queue holds no value. (An empty queue is not finished: its
@@ -425,47 +451,63 @@ impl<T> DelayQueue<T> {
         self.len() == 0
     }
 
-    /// How many values the queue holds before it allocates again.
+    /// How many values the queue holds before it allocates again: the room of all its
+    /// shards. (A thread's inserts go to one shard, whose room
+    /// [`reserve`](DelayQueue::reserve) and
+    /// [`with_capacity`](DelayQueue::with_capacity) make.)
     pub fn capacity(&self) -> usize {
-        lock(&self.queue.state).wheel.capacity()
+        self.queue
+            .shards
+            .iter()
+            .map(|shard| lock(&shard.state).wheel.capacity())
+            .sum()
     }
 
-    /// Makes room for at least `additional` more values than the queue holds.
+    /// Makes room for at least `additional` more values than the queue holds, where
+    /// the calling thread's inserts go.
     ///
     /// # Panics
     ///
     /// If the room needed overflows `usize`, as a `Vec`'s `reserve` does.
     pub fn reserve(&self, additional: usize) {
-        lock(&self.queue.state).wheel.reserve(additional);
+        let home = self.queue.home();
+        lock(&self.queue.shards[home].state)
+            .wheel
+            .reserve(additional);
     }
 
     /// Gives back the room past the last value held. Values never move (their keys
     /// stay valid), so room among them is kept, and taken by the next inserts.
     pub fn shrink_to_fit(&self) {
-        let mut state = lock(&self.queue.state);
-        state.wheel.shrink_to_fit();
-        // An empty queue's tags are all stale: their room goes too.
-        let tags = match (state.wheel.len(), &mut state.tags) {
-            (0, Some(tags)) => tags.release(0),
-            _ => None,
-        };
-        drop(state);
-        drop(tags);
+        for shard in self.queue.shards.iter() {
+            let mut state = lock(&shard.state);
+            state.wheel.shrink_to_fit();
+            // An empty shard's tags are all stale: their room goes too.
+            let tags = match (state.wheel.len(), &mut state.tags) {
+                (0, Some(tags)) => tags.release(0),
+                _ => None,
+            };
+            drop(state);
+            drop(tags);
+        }
     }
 
     /// Removes every value, pending or due; their keys become inert. The queue keeps
     /// its room ([`capacity`](DelayQueue::capacity)).
     pub fn clear(&self) {
-        let mut state = lock(&self.queue.state);
-        let values = state.wheel.take_all();
-        let idle = state.stand_down_if_empty();
-        let wake = if state.is_ended() {
+        let mut states = self.queue.lock_all();
+        let (mut values, mut idle) = (Vec::new(), Vec::new());
+        for state in states.iter_mut() {
+            values.push(state.wheel.take_all());
+            idle.extend(state.stand_down_if_empty());
+        }
+        let wake = if is_ended(&states) {
             self.queue.waiting.take()
         } else {
             Vec::new()
         };
-        drop(state);
-        discard(idle);
+        drop(states);
+        idle.into_iter().for_each(|sleep| discard(Some(sleep)));
         // Woken first: a value's `Drop` may panic, and the consumers are out of
         // `waiting` already. Values dropped after the lock.
         wake.into_iter().for_each(Waker::wake);
@@ -476,16 +518,18 @@ impl<T> DelayQueue<T> {
     /// every value still pending, as each expires). Inserts are still accepted, and
     /// delay that end.
     pub fn close(&self) {
-        let mut state = lock(&self.queue.state);
-        state.closed = true;
+        let mut states = self.queue.lock_all();
+        for state in states.iter_mut() {
+            state.closed = true;
+        }
         let waiting = self.queue.waiting.take();
-        drop(state);
+        drop(states);
         waiting.into_iter().for_each(Waker::wake);
     }
 
     /// Whether [`close`](DelayQueue::close) was called.
     pub fn is_closed(&self) -> bool {
-        lock(&self.queue.state).closed
+        lock(&self.queue.shards[0].state).closed
     }
 
     /// Takes the next value whose deadline has passed: `Ready(Some(_))` with it,
@@ -593,11 +637,10 @@ impl<T> Stream for DelayQueue<T> {
 
 impl<T> fmt::Debug for DelayQueue<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = lock(&self.queue.state);
         f.debug_struct("DelayQueue")
-            .field("len", &state.wheel.len())
+            .field("len", &self.len())
             .field("waiting", &self.queue.waiting.count())
-            .field("closed", &state.closed)
+            .field("closed", &self.is_closed())
             .field("timer", &self.queue.timer)
             .finish()
     }

@@ -1,32 +1,185 @@
 //! The queue every handle of one `DelayQueue` shares, and what its operations do under
-//! its lock: insert, reset, a consumer's poll (due means ready), waking the waiting.
+//! its shards' locks: insert, reset, a consumer's poll (due means ready), waking the
+//! waiting.
+//!
+//! The values are spread over shards, each a wheel under a lock of its own, so that
+//! threads inserting and removing at once each work in a shard of their own rather
+//! than pass one lock and one wheel back and forth. A queue starts with one shard in
+//! use; an insert that finds its thread's shard locked by another thread moves on to
+//! the next shard free (putting it in use), and its thread stays there. A key names
+//! its shard. A consumer locks every shard in use, in order, and takes the earliest
+//! due value of all; a queue only ever filled from one thread at a time keeps one
+//! shard, and its consumers one lock.
 
+#[cfg(not(loom))]
+use std::cell::Cell;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use tokio::time::Instant;
 
-use super::expired::{Expired, Key, TryInsertError};
+use super::expired::{Expired, Key, TryInsertError, MAX_SHARDS};
 use super::state::{lock, Aimed, Item, State};
 use super::waiting::Waiting;
 use crate::error::Error;
 use crate::sites::{Site, SiteSource, Tag, Tally};
 use crate::sleep::Sleep;
-use crate::sync::Mutex;
+use crate::sync::{AtomicUsize, Mutex, MutexGuard};
 use crate::timer::Timer;
 use crate::wheel::InsertError;
+
+/// One shard's lock and state, alone on its cache lines: threads working in
+/// neighbouring shards pass no line to each other.
+#[repr(align(128))]
+pub(super) struct Shard<T> {
+    pub(super) state: Mutex<State<T>>,
+}
+
+/// How many shards a new queue can put in use: one per thread that can run at once,
+/// at most [`MAX_SHARDS`]; at least two under `cfg(test)` and loom, whose tests and
+/// models then reach the paths between shards on any machine.
+pub(super) fn shard_count() -> usize {
+    let parallel = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let least = if cfg!(any(test, loom)) { 2 } else { 1 };
+    parallel.max(least).min(MAX_SHARDS)
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    /// The shard this thread's inserts go to (modulo a queue's count): the one it last
+    /// found free.
+    static HINT: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The shard the calling thread's inserts go to.
+fn hint() -> usize {
+    // Under loom every model thread shares the OS thread's locals, which outlive a
+    // model's iteration: the hint stays 0 there, so each iteration runs alike.
+    #[cfg(not(loom))]
+    return HINT.with(Cell::get);
+    #[cfg(loom)]
+    return 0;
+}
+
+/// Sends the calling thread's inserts to `shard` from now on.
+pub(super) fn set_hint(shard: usize) {
+    #[cfg(not(loom))]
+    HINT.with(|hint| hint.set(shard));
+    #[cfg(loom)]
+    let _ = shard;
+}
 
 /// The queue all handles share.
 pub(super) struct Queue<T> {
     pub(super) timer: Timer,
-    pub(super) state: Mutex<State<T>>,
-    /// The consumers waiting. Its lock is taken after `state`'s, or alone.
+    /// At least one; a key's shard number indexes it.
+    pub(super) shards: Box<[Shard<T>]>,
+    /// How many shards, from the first, are in use: only they hold values. Grows
+    /// (never shrinks) before an insert into a shard past it. *Invariant:* it grows
+    /// under the waiting list's lock, before the insert looks for consumers waiting,
+    /// and a consumer reads it again under that lock as it registers, so one of the two
+    /// sees the other.
+    pub(super) in_use: AtomicUsize,
+    /// The consumers waiting. Its lock is taken after shards' locks, or alone.
     pub(super) waiting: Arc<Waiting>,
-    /// `waiting` as a waker: the queue's sleep is registered with it.
+    /// `waiting` as a waker: the shards' sleeps are registered with it.
     pub(super) wake_all: Waker,
 }
 
 impl<T> Queue<T> {
+    /// The shard the calling thread's inserts go to (and its `reserve`s).
+    #[inline]
+    pub(super) fn home(&self) -> usize {
+        let (hint, count) = (hint(), self.shards.len());
+        if hint < count {
+            hint
+        } else {
+            hint % count
+        }
+    }
+
+    /// Locks the shard for an insert: the calling thread's if it is free, else the
+    /// next one free (which becomes the thread's), else, all being locked, its own.
+    /// The shard is in use before the lock is let go.
+    #[inline]
+    fn lock_for_insert(&self) -> MutexGuard<'_, State<T>> {
+        let home = self.home();
+        match self.shards[home].state.try_lock() {
+            Ok(locked) => {
+                self.use_shard(home);
+                locked
+            }
+            Err(_) => self.lock_elsewhere(home),
+        }
+    }
+
+    /// [`lock_for_insert`](Queue::lock_for_insert) when the thread's own shard is
+    /// locked (or poisoned).
+    #[cold]
+    #[inline(never)]
+    fn lock_elsewhere(&self, home: usize) -> MutexGuard<'_, State<T>> {
+        let count = self.shards.len();
+        for i in 1..count {
+            let shard = (home + i) % count;
+            let locked = match self.shards[shard].state.try_lock() {
+                Ok(guard) => guard,
+                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => continue,
+            };
+            set_hint(shard);
+            self.use_shard(shard);
+            return locked;
+        }
+        let locked = lock(&self.shards[home].state);
+        self.use_shard(home);
+        locked
+    }
+
+    /// Puts `shard` (and those before it) in use, before a value goes in.
+    #[inline]
+    fn use_shard(&self, shard: usize) {
+        if shard >= self.in_use.load(Ordering::Acquire) {
+            self.use_more(shard);
+        }
+    }
+
+    /// Puts `shard` in use under the waiting list's lock, which a consumer reads
+    /// `in_use` under as it registers: either the consumer counts the shard, or the
+    /// insert sees the consumer registered.
+    #[cold]
+    fn use_more(&self, shard: usize) {
+        self.waiting.exclusive(|| {
+            self.in_use.fetch_max(shard + 1, Ordering::AcqRel);
+        });
+    }
+
+    /// Locks the shard `key` names, if the queue has it.
+    pub(super) fn lock_key(&self, key: &Key) -> Option<MutexGuard<'_, State<T>>> {
+        self.shards.get(key.shard()).map(|shard| lock(&shard.state))
+    }
+
+    /// Locks every shard, in order (the one order all who hold several take them in).
+    pub(super) fn lock_all(&self) -> Locked<'_, T> {
+        Locked::new(&self.shards, self.shards.len())
+    }
+
+    /// Locks the shards in use, in order.
+    fn lock_in_use(&self) -> Locked<'_, T> {
+        Locked::new(&self.shards, self.in_use.load(Ordering::Acquire))
+    }
+
+    /// The consumers to wake if the queue is ended (closed, nothing left), checked
+    /// under every shard's lock: for an operation that emptied a closed shard.
+    pub(super) fn wake_if_ended(&self) -> Vec<Waker> {
+        let states = self.lock_all();
+        if is_ended(&states) {
+            self.waiting.take()
+        } else {
+            Vec::new()
+        }
+    }
+
     pub(super) fn try_insert(
         &self,
         value: T,
@@ -48,6 +201,7 @@ impl<T> Queue<T> {
 
     /// Inserts `value` due at `offset` on the timer's clock (`now` there, if the
     /// caller has read it), inserted by the line `site`.
+    #[inline]
     pub(super) fn insert(
         &self,
         value: T,
@@ -56,7 +210,7 @@ impl<T> Queue<T> {
         site: Site,
     ) -> Result<Key, TryInsertError<T>> {
         let step = self.timer.shared().clock.step_at_offset(offset);
-        let mut state = lock(&self.state);
+        let mut state = self.lock_for_insert();
         let serial = state.next_serial;
         let item = Item {
             value,
@@ -80,18 +234,18 @@ impl<T> Queue<T> {
             tags.set(key.index(), Tag { site, deadline });
         }
         let (wake, replaced) = self.see_to_consumers(&mut state, step, offset, due, now);
+        let key = Key::new(state.shard, key.index(), serial);
         drop(state);
         discard(replaced);
         wake.into_iter().for_each(Waker::wake);
-        Ok(Key {
-            index: key.index(),
-            serial,
-        })
+        Ok(key)
     }
 
     pub(super) fn reset(&self, key: &Key, offset: i64, now: Option<Instant>) -> bool {
         let to = self.timer.shared().clock.step_at_offset(offset);
-        let mut state = lock(&self.state);
+        let Some(mut state) = self.lock_key(key) else {
+            return false;
+        };
         let Some((wheel_key, step, _)) = state.get(key) else {
             return false;
         };
@@ -159,7 +313,7 @@ impl<T> Queue<T> {
     ) -> Poll<Option<Expired<T>>> {
         let (mut woken, mut stale) = (Vec::new(), Vec::new());
         let polled = self.poll_expired_inner(owner, cx, &mut woken, &mut stale);
-        // After the queue's lock: the consumers to wake, and the sleeps let go of.
+        // After the shards' locks: the consumers to wake, and the sleeps let go of.
         woken.into_iter().for_each(Waker::wake);
         stale.into_iter().for_each(|sleep| discard(Some(sleep)));
         polled
@@ -172,65 +326,158 @@ impl<T> Queue<T> {
         woken: &mut Vec<Waker>,
         stale: &mut Vec<Sleep>,
     ) -> Poll<Option<Expired<T>>> {
-        let mut state = lock(&self.state);
-        if let Some(expired) = state.pop() {
-            return self.taken(state, expired);
+        // Every shard in use, so that no insert slips between the look at one shard
+        // and the registration: an insert after it sees the consumer waiting. A
+        // consumer that takes a value stands its shard's sleep down if nothing is left
+        // there to time (dropped after the locks, with `stale`).
+        let mut states = self.lock_in_use();
+        if let Some((shard, expired)) = pop_earliest(&mut states) {
+            stale.extend(states.get_mut(shard).stand_down_if_empty());
+            return Poll::Ready(Some(expired));
         }
         let shared = self.timer.shared();
         let timer = &self.timer;
         let mut fired = None;
-        // Bounded: each round moves the wheel on, or ends `Pending`; a far value takes
+        // Bounded: each round moves the wheels on, or ends `Pending`; a far value takes
         // a round for each level it moves down through when the driver is ahead.
         for _ in 0..8 {
             let now = shared.now();
             let through = shared.clock.step_now(now).max(fired.unwrap_or(0));
-            state.catch_up(through, shared.clock.unclamped_offset_of(now));
-            if let Some(expired) = state.pop() {
-                return self.taken(state, expired);
+            let offset = shared.clock.unclamped_offset_of(now);
+            for state in states.iter_mut() {
+                state.catch_up(through, offset);
             }
-            if state.is_ended() {
+            if let Some((shard, expired)) = pop_earliest(&mut states) {
+                stale.extend(states.get_mut(shard).stand_down_if_empty());
+                return Poll::Ready(Some(expired));
+            }
+            if is_ended(&states) {
                 return Poll::Ready(None);
             }
-            self.waiting.register(owner, cx.waker());
-            let (aimed, replaced) = state.aim(|at| timer.sleep_until(at), &self.wake_all);
-            match aimed {
-                Aimed::Waiting => {
-                    drop(state);
-                    discard(replaced);
+            // Shards put in use since they were counted: an insert into one after
+            // this count sees the consumer registered.
+            let in_use = self
+                .waiting
+                .register(owner, cx.waker(), || self.in_use.load(Ordering::Acquire));
+            if in_use > states.len() {
+                states.extend(&self.shards, in_use);
+                continue;
+            }
+            let (mut fired_at, mut replaced) = (None, Vec::new());
+            for state in states.iter_mut() {
+                let (aimed, old) = state.aim(|at| timer.sleep_until(at), &self.wake_all);
+                replaced.extend(old);
+                if let Aimed::Fired(step) = aimed {
+                    fired_at = Some(fired_at.map_or(step, |at: u64| at.max(step)));
+                }
+            }
+            match fired_at {
+                None => {
+                    drop(states);
+                    replaced.into_iter().for_each(|sleep| discard(Some(sleep)));
                     return Poll::Pending;
                 }
-                Aimed::Fired(step) => {
+                Some(step) => {
                     // Not waiting after all: the next round takes what is due, or
                     // registers again.
                     self.waiting.unregister(owner, cx.waker());
                     stale.extend(replaced);
-                    // The sleep completed in this poll, found due, not fired by the
+                    // A sleep completed in this poll, found due, not fired by the
                     // driver: its waker never ran, so the others waiting are woken
-                    // here, as its firing would have.
+                    // here, as its firing would have. (A step the driver processed
+                    // has ended, in every shard.)
                     woken.extend(self.waiting.take());
                     fired = Some(step);
                 }
             }
         }
-        drop(state);
+        drop(states);
         cx.waker().wake_by_ref();
         Poll::Pending
     }
+}
 
-    /// A consumer took `expired`: the sleep stands down if nothing is left to time.
-    pub(super) fn taken(
-        &self,
-        mut state: crate::sync::MutexGuard<'_, State<T>>,
-        expired: Expired<T>,
-    ) -> Poll<Option<Expired<T>>> {
-        let idle = state.stand_down_if_empty();
-        drop(state);
-        discard(idle);
-        Poll::Ready(Some(expired))
+/// Takes the first due value of the shard whose first is earliest, with that shard's
+/// number. Every shard is caught up to the same step, so each one's first due value
+/// is its earliest, and the earliest of those the queue's.
+#[inline]
+fn pop_earliest<T>(states: &mut Locked<'_, T>) -> Option<(usize, Expired<T>)> {
+    let shard = if states.rest.is_empty() {
+        0
+    } else {
+        states
+            .iter()
+            .filter_map(|state| Some((state.due_step()?, state.shard)))
+            .min()?
+            .1
+    };
+    Some((shard, states.get_mut(shard).pop()?))
+}
+
+/// Whether consumers get `None`: closed, and nothing left in any shard.
+pub(super) fn is_ended<T>(states: &Locked<'_, T>) -> bool {
+    states.iter().all(State::is_ended)
+}
+
+/// The first shards of a queue, locked, in order: the first one alone (its consumers
+/// lock no more, until a second thread inserts at once) costs no allocation.
+pub(super) struct Locked<'a, T> {
+    first: MutexGuard<'a, State<T>>,
+    rest: Vec<MutexGuard<'a, State<T>>>,
+}
+
+impl<'a, T> Locked<'a, T> {
+    /// Locks the first `count` of `shards` (at least one), in order.
+    #[inline]
+    fn new(shards: &'a [Shard<T>], count: usize) -> Self {
+        let mut locked = Locked {
+            first: lock(&shards[0].state),
+            rest: Vec::new(),
+        };
+        locked.extend(shards, count);
+        locked
+    }
+
+    /// How many shards are locked.
+    #[inline]
+    fn len(&self) -> usize {
+        1 + self.rest.len()
+    }
+
+    /// Locks the shards after those locked, up to `count`, in order.
+    #[inline]
+    fn extend(&mut self, shards: &'a [Shard<T>], count: usize) {
+        if count > self.len() {
+            self.extend_more(shards, count);
+        }
+    }
+
+    #[inline(never)]
+    fn extend_more(&mut self, shards: &'a [Shard<T>], count: usize) {
+        for shard in shards.iter().take(count).skip(self.len()) {
+            self.rest.push(lock(&shard.state));
+        }
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &State<T>> {
+        std::iter::once(&*self.first).chain(self.rest.iter().map(|guard| &**guard))
+    }
+
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = &mut State<T>> + use<'_, 'a, T> {
+        std::iter::once(&mut *self.first).chain(self.rest.iter_mut().map(|guard| &mut **guard))
+    }
+
+    /// Shard `shard`'s state; `shard` is one of those locked.
+    #[inline]
+    fn get_mut(&mut self, shard: usize) -> &mut State<T> {
+        match shard {
+            0 => &mut self.first,
+            _ => &mut self.rest[shard - 1],
+        }
     }
 }
 
-/// Lets go of the queue's own sleep, after the queue's lock: not a cancel a user made,
+/// Lets go of a shard's own sleep, after the shards' locks: not a cancel a user made,
 /// so not counted as one.
 pub(super) fn discard(sleep: Option<Sleep>) {
     if let Some(sleep) = sleep {
@@ -241,15 +488,17 @@ pub(super) fn discard(sleep: Option<Sleep>) {
 impl<T: Send> SiteSource for Queue<T> {
     /// The tags of the values held, pending or due and not yet taken.
     fn tally(&self, tally: &mut Tally) {
-        let state = lock(&self.state);
-        let Some(tags) = &state.tags else {
-            return;
-        };
-        for index in state.wheel.indices() {
-            let tag = tags.get(index);
-            debug_assert!(tag.is_some(), "every value of a tracking queue has its tag");
-            if let Some(tag) = tag {
-                tally.add(tag);
+        for shard in self.shards.iter() {
+            let state = lock(&shard.state);
+            let Some(tags) = &state.tags else {
+                return;
+            };
+            for index in state.wheel.indices() {
+                let tag = tags.get(index);
+                debug_assert!(tag.is_some(), "every value of a tracking queue has its tag");
+                if let Some(tag) = tag {
+                    tally.add(tag);
+                }
             }
         }
     }

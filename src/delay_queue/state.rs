@@ -1,6 +1,7 @@
-//! The state of a [`DelayQueue`](crate::DelayQueue) under its lock: its values in a
-//! wheel of its own, by the step of their deadlines on the timer's clock, and the one
-//! [`Sleep`] the queue keeps on the timer for the earliest of them.
+//! The state of one shard of a [`DelayQueue`](crate::DelayQueue), under the shard's
+//! lock: its values in a wheel of its own, by the step of their deadlines on the
+//! timer's clock, and the one [`Sleep`] the shard keeps on the timer for the earliest
+//! of them.
 //!
 //! Bookkeeping only: its methods wake nothing and drop no value; the queue wakes and
 //! drops after the lock.
@@ -37,7 +38,9 @@ pub(super) struct Item<T> {
 }
 
 pub(super) struct State<T> {
-    /// Every value the queue holds, at the step of its deadline: pending in the
+    /// This shard's number among the queue's: the low bits of its keys' index.
+    pub(super) shard: usize,
+    /// Every value the shard holds, at the step of its deadline: pending in the
     /// levels; due in the due list once a consumer's poll found its deadline passed,
     /// until a consumer takes it (or `remove` does). The wheel's steps are the timer's.
     pub(super) wheel: Wheel<Item<T>>,
@@ -48,18 +51,19 @@ pub(super) struct State<T> {
     pub(super) tags: Option<Tags>,
     /// The timer's clock.
     pub(super) clock: Clock,
-    /// The serial of the next value inserted: not reused within 2^64 inserts, so stale
-    /// keys stay inert; starting where no other queue's serials are.
+    /// The serial of the next value inserted here: not reused within 2^64 inserts, so
+    /// stale keys stay inert; starting where no other queue's serials are.
     pub(super) next_serial: u64,
-    /// The queue's sleep on the timer, registered with the waker that wakes every
+    /// The shard's sleep on the timer, registered with the waker that wakes every
     /// consumer waiting, at `armed`.
     pub(super) sleep: Option<Sleep>,
     /// While consumers wait: the step the sleep is registered for (at or before every
-    /// pending value's), or [`IDLE`] if nothing was pending. An insert or reset
+    /// value pending in this shard), or [`IDLE`] if nothing was pending. An insert or reset
     /// earlier than it sees to the sleep itself. Stale once the sleep woke: its
     /// wake took every consumer waiting, and each that waits again polls or aims it
     /// anew first.
     pub(super) armed: Option<u64>,
+    /// Whether the queue is closed: set in every shard at once, under all their locks.
     pub(super) closed: bool,
 }
 
@@ -89,11 +93,12 @@ impl<T> State<T> {
     /// The value `key` names, with the wheel's key and step for it.
     pub(super) fn get(&self, key: &Key) -> Option<(wheel::Key, u64, &Item<T>)> {
         self.wheel
-            .at(key.index)
+            .at(key.slot())
             .filter(|(_, _, item)| item.serial == key.serial)
     }
 
-    /// Whether consumers get `None`: closed, and nothing left.
+    /// Whether this shard is closed and holds nothing (the queue is ended when every
+    /// shard is).
     pub(super) fn is_ended(&self) -> bool {
         self.closed && self.wheel.len() == 0
     }
@@ -108,15 +113,21 @@ impl<T> State<T> {
         }
     }
 
+    /// The step of the first due value, if any: consumers take the earliest of the
+    /// shards' first.
+    pub(super) fn due_step(&self) -> Option<u64> {
+        if !self.wheel.has_due() {
+            return None;
+        }
+        self.wheel.first().map(|(_, step, _)| step)
+    }
+
     /// Takes the first due value.
     pub(super) fn pop(&mut self) -> Option<Expired<T>> {
         let (key, item) = self.wheel.pop_due()?;
         Some(Expired {
             value: item.value,
-            key: Key {
-                index: key.index(),
-                serial: item.serial,
-            },
+            key: Key::new(self.shard, key.index(), item.serial),
             deadline: self.clock.instant_at(item.deadline),
         })
     }

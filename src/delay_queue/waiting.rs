@@ -7,9 +7,9 @@
 //! registration with it, so consumers that give up leave nothing behind. A wake takes
 //! every registration: the woken poll again, and register again if they still wait.
 //!
-//! This lock is taken alone, or after the queue's state lock, never before it: the
-//! sleep's waker, which the driver calls, takes it alone, and a consumer registers
-//! while it holds the state lock, so that an insert (under that lock) sees it.
+//! This lock is taken alone, or after shards' locks, never before them: the sleeps'
+//! waker, which the driver calls, takes it alone, and a consumer registers while it
+//! holds the locks of the shards in use, so that an insert (under one of them) sees it.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -21,7 +21,8 @@ pub(super) struct Waiting {
     /// `(owner, waker)`: at most one waker per owner and task.
     wakers: Mutex<Vec<(u64, Waker)>>,
     /// `wakers.len()`, readable without the lock: whether an insert must see to the
-    /// sleep (it holds the state lock, under which every registration is made).
+    /// sleep (it holds its shard's lock, under which, with the others in use, every
+    /// registration is made).
     len: AtomicUsize,
     /// The next owner handed out; owners are never reused.
     next_owner: std::sync::atomic::AtomicU64,
@@ -42,8 +43,9 @@ impl Waiting {
     }
 
     /// Registers `waker` under `owner`, unless that owner has one that wakes the same
-    /// task.
-    pub(super) fn register(&self, owner: u64, waker: &Waker) {
+    /// task; then, under the same lock, runs `then`, which so sees whatever an
+    /// [`exclusive`](Waiting::exclusive) before it did.
+    pub(super) fn register<R>(&self, owner: u64, waker: &Waker, then: impl FnOnce() -> R) -> R {
         let mut wakers = lock(&self.wakers);
         if !wakers
             .iter()
@@ -52,6 +54,15 @@ impl Waiting {
             wakers.push((owner, waker.clone()));
             self.len.store(wakers.len(), Ordering::SeqCst);
         }
+        then()
+    }
+
+    /// Runs `f` under this lock: what it does is seen by a later registration's
+    /// `then`, and it sees (as does every read of [`any`](Waiting::any) after it) every
+    /// registration before it.
+    pub(super) fn exclusive<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _wakers = lock(&self.wakers);
+        f()
     }
 
     /// Drops `owner`'s registration of `waker`'s task, if any: that task polls, and
@@ -110,7 +121,7 @@ impl Waiting {
     }
 }
 
-/// The waker of the queue's sleep: wakes every consumer waiting, so that no wakeup is
+/// The waker of the queue's sleeps: wakes every consumer waiting, so that no wakeup is
 /// lost with a consumer that was dropped before it polled again.
 impl Wake for Waiting {
     fn wake(self: Arc<Self>) {
