@@ -117,6 +117,7 @@ impl Clock {
     }
 
     /// The first step that ends at or after the deadline `offset` (saturating).
+    #[inline]
     pub(crate) fn step_at_offset(&self, offset: i64) -> u64 {
         u64::try_from(offset).map_or(0, |ns| self.steps_rounding_up(ns))
     }

@@ -152,6 +152,7 @@ impl<T> Entry<T> {
 }
 
 /// `step` (at most [`MAX_STEP`]) and a non-zero `generation` in one word.
+#[inline]
 fn pack(step: u64, generation: u32) -> NonZeroU64 {
     debug_assert!(step <= MAX_STEP && generation != 0 && generation <= GENERATION_MASK);
     NonZeroU64::new((step << GENERATION_BITS) | u64::from(generation))

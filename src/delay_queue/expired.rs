@@ -32,6 +32,7 @@ pub(super) const SHARD_BITS: u32 = if usize::BITS >= 64 { 3 } else { 0 };
 pub(super) const MAX_SHARDS: usize = 1 << SHARD_BITS;
 
 impl Key {
+    #[inline]
     pub(super) fn new(shard: usize, slot: usize, serial: u64) -> Key {
         debug_assert!(shard < MAX_SHARDS);
         Key {
@@ -41,11 +42,13 @@ impl Key {
     }
 
     /// The shard that holds the value.
+    #[inline]
     pub(super) fn shard(&self) -> usize {
         self.index & (MAX_SHARDS - 1)
     }
 
     /// The value's index in its shard's storage.
+    #[inline]
     pub(super) fn slot(&self) -> usize {
         self.index >> SHARD_BITS
     }

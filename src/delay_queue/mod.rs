@@ -248,7 +248,7 @@ impl<T: Send + 'static> DelayQueue<T> {
                     clock,
                     next_serial: serial,
                     sleep: None,
-                    armed: Some(IDLE),
+                    armed: (shard > 0).then_some(IDLE),
                     closed: false,
                 }),
             })

@@ -53,6 +53,7 @@ std::thread_local! {
 }
 
 /// The shard the calling thread's inserts go to.
+#[inline]
 fn hint() -> usize {
     // Under loom every model thread shares the OS thread's locals, which outlive a
     // model's iteration: the hint stays 0 there, so each iteration runs alike.
@@ -286,6 +287,22 @@ impl<T> Queue<T> {
         if !self.waiting.any() {
             return (Vec::new(), None);
         }
+        self.wake_or_aim(state, step, armed, deadline, due, now)
+    }
+
+    /// [`see_to_consumers`](Queue::see_to_consumers) once consumers wait for `armed`,
+    /// at or after `step`: out of line, so that inserts with no consumer to see to stay
+    /// short.
+    #[inline(never)]
+    fn wake_or_aim(
+        &self,
+        state: &mut State<T>,
+        step: u64,
+        armed: u64,
+        deadline: i64,
+        due: bool,
+        now: Option<Instant>,
+    ) -> (Vec<Waker>, Option<Sleep>) {
         let shared = self.timer.shared();
         if due
             || deadline
@@ -479,6 +496,7 @@ impl<'a, T> Locked<'a, T> {
 
 /// Lets go of a shard's own sleep, after the shards' locks: not a cancel a user made,
 /// so not counted as one.
+#[inline]
 pub(super) fn discard(sleep: Option<Sleep>) {
     if let Some(sleep) = sleep {
         sleep.discard();

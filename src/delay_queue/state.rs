@@ -58,10 +58,13 @@ pub(super) struct State<T> {
     /// consumer waiting, at `armed`.
     pub(super) sleep: Option<Sleep>,
     /// While consumers wait: the step the sleep is registered for (at or before every
-    /// value pending in this shard), or [`IDLE`] if nothing was pending. An insert or reset
-    /// earlier than it sees to the sleep itself. Stale once the sleep woke: its
-    /// wake took every consumer waiting, and each that waits again polls or aims it
-    /// anew first.
+    /// value pending in this shard), or [`IDLE`] if nothing was pending. An insert or
+    /// reset earlier than it sees to the sleep itself; `None` sees to nothing. `None`
+    /// once the sleep woke (its wake took every consumer waiting, and each that waits
+    /// again polls or aims it anew first), and in the first shard before any consumer
+    /// waited (every consumer locks and aims that shard). `IDLE` in the others until a
+    /// consumer aims them: a consumer may register without having seen such a shard,
+    /// if an insert puts it in use meanwhile, and that insert must then see to it.
     pub(super) armed: Option<u64>,
     /// Whether the queue is closed: set in every shard at once, under all their locks.
     pub(super) closed: bool,

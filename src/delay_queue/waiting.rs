@@ -111,6 +111,7 @@ impl Waiting {
     }
 
     /// Whether any consumer is registered.
+    #[inline]
     pub(super) fn any(&self) -> bool {
         self.len.load(Ordering::SeqCst) > 0
     }

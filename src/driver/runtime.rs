@@ -20,6 +20,7 @@ use super::context;
 use crate::clock::Clock;
 
 /// The real clock, as a Tokio instant.
+#[inline]
 pub(super) fn real_now() -> Instant {
     Instant::from_std(std::time::Instant::now())
 }
