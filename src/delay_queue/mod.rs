@@ -59,7 +59,6 @@
 //! either, unless a shard of one of them has taken 2^32 inserts.
 
 use std::fmt;
-use std::future::Future;
 use std::panic::Location;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
@@ -71,11 +70,13 @@ use futures_core::Stream;
 use tokio::time::Instant;
 
 mod expired;
+mod next_expired;
 mod queue;
 mod state;
 mod waiting;
 
 pub use expired::{Expired, Key, TryInsertError};
+pub use next_expired::NextExpired;
 
 use self::expired::first_serial;
 use self::queue::{discard, is_ended, shard_count, Queue, Shard};
@@ -555,59 +556,7 @@ impl<T> DelayQueue<T> {
     /// Cancel-safe: a value is taken only when the future completes, and a future
     /// dropped while it waits (a `select!`, a `timeout`) leaves nothing behind.
     pub fn next_expired(&self) -> NextExpired<'_, T> {
-        NextExpired {
-            queue: &self.queue,
-            owner: None,
-        }
-    }
-}
-
-/// The future of [`DelayQueue::next_expired`]: the next value whose deadline has
-/// passed, or `None` once the queue is closed and empty.
-///
-/// # Cancellation
-///
-/// Dropped while it waits, it leaves nothing behind: its registration among the
-/// consumers waiting goes with it.
-#[must_use = "futures do nothing unless you `.await` or poll them"]
-pub struct NextExpired<'a, T> {
-    queue: &'a Arc<Queue<T>>,
-    /// Its registration among the consumers waiting, once it has waited.
-    owner: Option<u64>,
-}
-
-impl<T> Future for NextExpired<'_, T> {
-    type Output = Option<Expired<T>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        let queue = this.queue;
-        let owner = *this.owner.get_or_insert_with(|| queue.waiting.owner());
-        let polled = queue.poll_expired(owner, cx);
-        if polled.is_ready() {
-            // Woken and taken, or never waited: nothing is left registered but, at
-            // most, a waker of an earlier poll that was not woken.
-            if let Some(owner) = this.owner.take() {
-                queue.waiting.forget(owner);
-            }
-        }
-        polled
-    }
-}
-
-impl<T> Drop for NextExpired<'_, T> {
-    fn drop(&mut self) {
-        if let Some(owner) = self.owner {
-            self.queue.waiting.forget(owner);
-        }
-    }
-}
-
-impl<T> fmt::Debug for NextExpired<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NextExpired")
-            .field("waiting", &self.owner.is_some())
-            .finish_non_exhaustive()
+        NextExpired::new(&self.queue)
     }
 }
 

@@ -348,24 +348,15 @@ impl<T> Queue<T> {
         // consumer that takes a value stands its shard's sleep down if nothing is left
         // there to time (dropped after the locks, with `stale`).
         let mut states = self.lock_in_use();
-        if let Some((shard, expired)) = pop_earliest(&mut states) {
-            stale.extend(states.get_mut(shard).stand_down_if_empty());
+        if let Some(expired) = take_earliest(&mut states, stale) {
             return Poll::Ready(Some(expired));
         }
-        let shared = self.timer.shared();
-        let timer = &self.timer;
         let mut fired = None;
         // Bounded: each round moves the wheels on, or ends `Pending`; a far value takes
         // a round for each level it moves down through when the driver is ahead.
         for _ in 0..8 {
-            let now = shared.now();
-            let through = shared.clock.step_now(now).max(fired.unwrap_or(0));
-            let offset = shared.clock.unclamped_offset_of(now);
-            for state in states.iter_mut() {
-                state.catch_up(through, offset);
-            }
-            if let Some((shard, expired)) = pop_earliest(&mut states) {
-                stale.extend(states.get_mut(shard).stand_down_if_empty());
+            self.catch_up(&mut states, fired);
+            if let Some(expired) = take_earliest(&mut states, stale) {
                 return Poll::Ready(Some(expired));
             }
             if is_ended(&states) {
@@ -380,14 +371,7 @@ impl<T> Queue<T> {
                 states.extend(&self.shards, in_use);
                 continue;
             }
-            let (mut fired_at, mut replaced) = (None, Vec::new());
-            for state in states.iter_mut() {
-                let (aimed, old) = state.aim(|at| timer.sleep_until(at), &self.wake_all);
-                replaced.extend(old);
-                if let Aimed::Fired(step) = aimed {
-                    fired_at = Some(fired_at.map_or(step, |at: u64| at.max(step)));
-                }
-            }
+            let (fired_at, replaced) = self.aim(&mut states);
             match fired_at {
                 None => {
                     drop(states);
@@ -412,6 +396,41 @@ impl<T> Queue<T> {
         cx.waker().wake_by_ref();
         Poll::Pending
     }
+
+    /// Moves every shard's wheel on to now on the timer's clock, and at least to the
+    /// step `fired` (one a sleep of this poll found due).
+    fn catch_up(&self, states: &mut Locked<'_, T>, fired: Option<u64>) {
+        let shared = self.timer.shared();
+        let now = shared.now();
+        let through = shared.clock.step_now(now).max(fired.unwrap_or(0));
+        let offset = shared.clock.unclamped_offset_of(now);
+        for state in states.iter_mut() {
+            state.catch_up(through, offset);
+        }
+    }
+
+    /// Aims every shard's sleep at its earliest value: the latest step among those a
+    /// sleep found due when aimed (`None`: every one is pending), and the sleeps the
+    /// aiming replaced, to let go of after the locks.
+    fn aim(&self, states: &mut Locked<'_, T>) -> (Option<u64>, Vec<Sleep>) {
+        let (mut fired_at, mut replaced) = (None, Vec::new());
+        for state in states.iter_mut() {
+            let (aimed, old) = state.aim(|at| self.timer.sleep_until(at), &self.wake_all);
+            replaced.extend(old);
+            if let Aimed::Fired(step) = aimed {
+                fired_at = Some(fired_at.map_or(step, |at: u64| at.max(step)));
+            }
+        }
+        (fired_at, replaced)
+    }
+}
+
+/// The queue's earliest due value, if any, out of its shard, which stands its sleep
+/// down (into `stale`, dropped after the locks) if nothing is left there to time.
+fn take_earliest<T>(states: &mut Locked<'_, T>, stale: &mut Vec<Sleep>) -> Option<Expired<T>> {
+    let (shard, expired) = pop_earliest(states)?;
+    stale.extend(states.get_mut(shard).stand_down_if_empty());
+    Some(expired)
 }
 
 /// Takes the first due value of the shard whose first is earliest, with that shard's
