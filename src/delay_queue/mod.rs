@@ -277,8 +277,9 @@ impl<T: Send + 'static> DelayQueue<T> {
     ///
     /// # Panics
     ///
-    /// If the queue already holds 2^32 − 1 values (as a `Vec` panics past its
-    /// capacity); [`try_insert`](DelayQueue::try_insert) returns an error instead.
+    /// If the shard the calling thread's inserts go to already holds 2^32 − 1 values
+    /// (as a `Vec` panics past its capacity);
+    /// [`try_insert`](DelayQueue::try_insert) returns an error instead.
     #[track_caller]
     pub fn insert(&self, value: T, timeout: Duration) -> Key {
         let shared = self.queue.timer.shared();
@@ -312,7 +313,7 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// ([`Error::Shutdown`]: the value would be timed by its fallback, see
     /// [`DelayQueue`]'s `# Shutdown`), its (paused) clock has run past the end of its
     /// range ([`Error::OutOfRange`]: the deadline would saturate into the past), or
-    /// the queue holds 2^32 − 1 values ([`Error::AtCapacity`]).
+    /// the shard it would go to holds 2^32 − 1 values ([`Error::AtCapacity`]).
     ///
     /// [`Error::Shutdown`]: crate::error::Error::Shutdown
     /// [`Error::OutOfRange`]: crate::error::Error::OutOfRange
@@ -437,12 +438,14 @@ impl<T> DelayQueue<T> {
             .map(|(_, key)| key)
     }
 
-    /// How many values the queue holds: pending, or due and not yet taken.
+    /// How many values the queue holds: pending, or due and not yet taken. Counted
+    /// with every shard held at once, so that a value moving between shards (removed
+    /// from one after it was inserted into another) is counted once.
     pub fn len(&self) -> usize {
         self.queue
-            .shards
+            .lock_all()
             .iter()
-            .map(|shard| lock(&shard.state).wheel.len())
+            .map(|state| state.wheel.len())
             .sum()
     }
 
@@ -452,10 +455,12 @@ impl<T> DelayQueue<T> {
         self.len() == 0
     }
 
-    /// How many values the queue holds before it allocates again: the room of all its
-    /// shards. (A thread's inserts go to one shard, whose room
+    /// The room for values of all the queue's shards. A thread's inserts go to one
+    /// shard, which allocates once its own room is used up (the room
     /// [`reserve`](DelayQueue::reserve) and
-    /// [`with_capacity`](DelayQueue::with_capacity) make.)
+    /// [`with_capacity`](DelayQueue::with_capacity) make is the calling thread's
+    /// shard's): with several threads inserting, an insert may allocate before `len`
+    /// reaches `capacity`.
     pub fn capacity(&self) -> usize {
         self.queue
             .shards

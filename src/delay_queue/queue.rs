@@ -6,8 +6,9 @@
 //! threads inserting and removing at once each work in a shard of their own rather
 //! than pass one lock and one wheel back and forth. A queue starts with one shard in
 //! use; an insert that finds its thread's shard locked by another thread moves on to
-//! the next shard free (putting it in use), and its thread stays there. A key names
-//! its shard. A consumer locks every shard in use, in order, and takes the earliest
+//! the next shard free (putting it in use), and its thread stays there for this
+//! queue (other queues it inserts into start at their first shard). A key names its
+//! shard. A consumer locks every shard in use, in order, and takes the earliest
 //! due value of all; a queue only ever filled from one thread at a time keeps one
 //! shard, and its consumers one lock.
 
@@ -47,28 +48,35 @@ pub(super) fn shard_count() -> usize {
 
 #[cfg(not(loom))]
 std::thread_local! {
-    /// The shard this thread's inserts go to (modulo a queue's count): the one it last
-    /// found free.
-    static HINT: Cell<usize> = const { Cell::new(0) };
+    /// The queue (its address) this thread last moved to another shard in, and the
+    /// shard (modulo its count): the one it last found free there.
+    static HINT: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
 }
 
-/// The shard the calling thread's inserts go to.
+/// The shard the calling thread's inserts into the queue at `queue` go to: the first
+/// unless this thread moved on in that queue, the last it did.
 #[inline]
-fn hint() -> usize {
+fn hint(queue: usize) -> usize {
     // Under loom every model thread shares the OS thread's locals, which outlive a
     // model's iteration: the hint stays 0 there, so each iteration runs alike.
     #[cfg(not(loom))]
-    return HINT.with(Cell::get);
+    return HINT.with(|hint| match hint.get() {
+        (at, shard) if at == queue => shard,
+        _ => 0,
+    });
     #[cfg(loom)]
-    return 0;
+    return {
+        let _ = queue;
+        0
+    };
 }
 
-/// Sends the calling thread's inserts to `shard` from now on.
-pub(super) fn set_hint(shard: usize) {
+/// Sends the calling thread's inserts into `queue` to `shard` from now on.
+pub(super) fn set_hint<T>(queue: &Queue<T>, shard: usize) {
     #[cfg(not(loom))]
-    HINT.with(|hint| hint.set(shard));
+    HINT.with(|hint| hint.set((queue.address(), shard)));
     #[cfg(loom)]
-    let _ = shard;
+    let _ = (queue, shard);
 }
 
 /// The queue all handles share.
@@ -89,10 +97,16 @@ pub(super) struct Queue<T> {
 }
 
 impl<T> Queue<T> {
+    /// What names this queue in a thread's hint: its address, while it lives (a queue
+    /// made later at the same address inherits a start hint, nothing more).
+    fn address(&self) -> usize {
+        std::ptr::from_ref(self).addr()
+    }
+
     /// The shard the calling thread's inserts go to (and its `reserve`s).
     #[inline]
     pub(super) fn home(&self) -> usize {
-        let (hint, count) = (hint(), self.shards.len());
+        let (hint, count) = (hint(self.address()), self.shards.len());
         if hint < count {
             hint
         } else {
@@ -128,7 +142,7 @@ impl<T> Queue<T> {
                 Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
                 Err(std::sync::TryLockError::WouldBlock) => continue,
             };
-            set_hint(shard);
+            set_hint(self, shard);
             self.use_shard(shard);
             return locked;
         }
@@ -328,27 +342,39 @@ impl<T> Queue<T> {
         owner: u64,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Expired<T>>> {
+        self.poll_expired_from(self.lock_in_use(), owner, cx)
+    }
+
+    /// [`poll_expired`](Queue::poll_expired) from `states`, the shards counted in use
+    /// and locked (more may have been put in use since the count).
+    pub(super) fn poll_expired_from<'a>(
+        &'a self,
+        states: Locked<'a, T>,
+        owner: u64,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Expired<T>>> {
         let (mut woken, mut stale) = (Vec::new(), Vec::new());
-        let polled = self.poll_expired_inner(owner, cx, &mut woken, &mut stale);
+        let polled = self.poll_expired_inner(states, owner, cx, &mut woken, &mut stale);
         // After the shards' locks: the consumers to wake, and the sleeps let go of.
         woken.into_iter().for_each(Waker::wake);
         stale.into_iter().for_each(|sleep| discard(Some(sleep)));
         polled
     }
 
-    fn poll_expired_inner(
-        &self,
+    /// Every shard in use is held, so that no insert slips between the look at one
+    /// shard and the registration: an insert after it sees the consumer waiting. A
+    /// consumer that takes a value stands its shard's sleep down if nothing is left
+    /// there to time. The sleeps let go of (`stale`) and the wakers to wake (`woken`)
+    /// wait for the locks to go.
+    fn poll_expired_inner<'a>(
+        &'a self,
+        mut states: Locked<'a, T>,
         owner: u64,
         cx: &mut Context<'_>,
         woken: &mut Vec<Waker>,
         stale: &mut Vec<Sleep>,
     ) -> Poll<Option<Expired<T>>> {
-        // Every shard in use, so that no insert slips between the look at one shard
-        // and the registration: an insert after it sees the consumer waiting. A
-        // consumer that takes a value stands its shard's sleep down if nothing is left
-        // there to time (dropped after the locks, with `stale`).
-        let mut states = self.lock_in_use();
-        if let Some(expired) = take_earliest(&mut states, stale) {
+        if let Some(expired) = self.take(&mut states, woken, stale) {
             return Poll::Ready(Some(expired));
         }
         let mut fired = None;
@@ -356,45 +382,77 @@ impl<T> Queue<T> {
         // a round for each level it moves down through when the driver is ahead.
         for _ in 0..8 {
             self.catch_up(&mut states, fired);
-            if let Some(expired) = take_earliest(&mut states, stale) {
+            if let Some(expired) = self.take(&mut states, woken, stale) {
                 return Poll::Ready(Some(expired));
             }
             if is_ended(&states) {
-                return Poll::Ready(None);
+                // Ended only if no shard was put in use since the count.
+                if self.holds_all(&mut states, self.in_use.load(Ordering::Acquire)) {
+                    return Poll::Ready(None);
+                }
+                continue;
             }
-            // Shards put in use since they were counted: an insert into one after
-            // this count sees the consumer registered.
+            // An insert into a shard put in use after this count sees the consumer
+            // registered.
             let in_use = self
                 .waiting
                 .register(owner, cx.waker(), || self.in_use.load(Ordering::Acquire));
-            if in_use > states.len() {
-                states.extend(&self.shards, in_use);
+            if !self.holds_all(&mut states, in_use) {
                 continue;
             }
             let (fired_at, replaced) = self.aim(&mut states);
-            match fired_at {
-                None => {
-                    drop(states);
-                    replaced.into_iter().for_each(|sleep| discard(Some(sleep)));
-                    return Poll::Pending;
-                }
-                Some(step) => {
-                    // Not waiting after all: the next round takes what is due, or
-                    // registers again.
-                    self.waiting.unregister(owner, cx.waker());
-                    stale.extend(replaced);
-                    // A sleep completed in this poll, found due, not fired by the
-                    // driver: its waker never ran, so the others waiting are woken
-                    // here, as its firing would have. (A step the driver processed
-                    // has ended, in every shard.)
-                    woken.extend(self.waiting.take());
-                    fired = Some(step);
-                }
-            }
+            stale.extend(replaced);
+            let Some(step) = fired_at else {
+                return Poll::Pending;
+            };
+            // Not waiting after all: the next round takes what is due, or registers
+            // again. A sleep completed in this poll, found due, not fired by the
+            // driver: its waker never ran, so the others waiting are woken here, as its
+            // firing would have. (A step the driver processed has ended, in every
+            // shard.)
+            self.waiting.unregister(owner, cx.waker());
+            woken.extend(self.waiting.take());
+            fired = Some(step);
         }
-        drop(states);
-        cx.waker().wake_by_ref();
+        woken.push(cx.waker().clone());
         Poll::Pending
+    }
+
+    /// The queue's earliest due value, if any (see [`take_earliest`]); if it was the
+    /// last of a closed queue, the other consumers waiting are woken to see the end.
+    fn take<'a>(
+        &'a self,
+        states: &mut Locked<'a, T>,
+        woken: &mut Vec<Waker>,
+        stale: &mut Vec<Sleep>,
+    ) -> Option<Expired<T>> {
+        let expired = take_earliest(states, stale)?;
+        self.wake_others_if_ended(states, woken);
+        Some(expired)
+    }
+
+    /// Whether `states` holds every shard of the first `in_use` (a count read since
+    /// they were locked); if not, those put in use since are locked too, in order, for
+    /// the caller to look again.
+    fn holds_all<'a>(&'a self, states: &mut Locked<'a, T>, in_use: usize) -> bool {
+        if in_use <= states.len() {
+            return true;
+        }
+        states.extend(&self.shards, in_use);
+        false
+    }
+
+    /// A consumer took a value: if that ended a closed queue (every shard in use
+    /// empty, those put in use since the count included), the others waiting are woken
+    /// to see the end, which nothing else would bring (the shard's sleep stood down).
+    fn wake_others_if_ended<'a>(&'a self, states: &mut Locked<'a, T>, woken: &mut Vec<Waker>) {
+        if !is_ended(states) {
+            return;
+        }
+        states.extend(&self.shards, self.in_use.load(Ordering::Acquire));
+        if is_ended(states) {
+            woken.extend(self.waiting.take());
+        }
     }
 
     /// Moves every shard's wheel on to now on the timer's clock, and at least to the
@@ -441,11 +499,20 @@ fn pop_earliest<T>(states: &mut Locked<'_, T>) -> Option<(usize, Expired<T>)> {
     let shard = if states.rest.is_empty() {
         0
     } else {
-        states
+        let (step, shard) = states
             .iter()
             .filter_map(|state| Some((state.due_step()?, state.shard)))
-            .min()?
-            .1
+            .min()?;
+        // A shard not caught up as far may hold an earlier value, pending still.
+        if states.iter().any(|state| {
+            state
+                .wheel
+                .next_expiration()
+                .is_some_and(|next| next <= step)
+        }) {
+            return None;
+        }
+        shard
     };
     Some((shard, states.get_mut(shard).pop()?))
 }
@@ -465,7 +532,7 @@ pub(super) struct Locked<'a, T> {
 impl<'a, T> Locked<'a, T> {
     /// Locks the first `count` of `shards` (at least one), in order.
     #[inline]
-    fn new(shards: &'a [Shard<T>], count: usize) -> Self {
+    pub(super) fn new(shards: &'a [Shard<T>], count: usize) -> Self {
         let mut locked = Locked {
             first: lock(&shards[0].state),
             rest: Vec::new(),

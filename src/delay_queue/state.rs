@@ -20,7 +20,7 @@ use crate::wheel::{self, Wheel};
 
 /// Values a consumer's poll moves to the due list at most, beyond the step it is in,
 /// before it takes one: the lock is held for a bounded time however long the backlog.
-const DUE_BATCH: usize = 1024;
+pub(super) const DUE_BATCH: usize = 1024;
 
 /// `State::armed` while consumers wait on a queue with nothing pending: any value
 /// inserted then is earlier than what the sleep waits for.

@@ -93,7 +93,7 @@ fn sharded(shard: usize) -> (Timer, DelayQueue<&'static str>) {
         queue.queue.shards.len() >= 2,
         "tests have two shards at least"
     );
-    queue::set_hint(shard);
+    queue::set_hint(&queue.queue, shard);
     (timer, queue)
 }
 
@@ -103,10 +103,10 @@ fn sharded(shard: usize) -> (Timer, DelayQueue<&'static str>) {
 async fn values_of_several_shards_come_out_in_deadline_order() {
     let (_timer, queue) = sharded(0);
     let late = queue.insert("late", Duration::from_millis(300));
-    queue::set_hint(1);
+    queue::set_hint(&queue.queue, 1);
     let early = queue.insert("early", Duration::from_millis(100));
     let middle = queue.insert("middle", Duration::from_millis(200));
-    queue::set_hint(0);
+    queue::set_hint(&queue.queue, 0);
     assert_eq!((late.shard(), early.shard(), middle.shard()), (0, 1, 1));
     assert_eq!(queue.peek(), Some(early));
     // All three due before a consumer looks.
@@ -131,9 +131,9 @@ async fn a_waiting_consumer_is_woken_by_a_value_in_a_shard_put_in_use_later() {
     };
     tokio::task::yield_now().await;
     assert_eq!(queue.queue.in_use.load(Ordering::SeqCst), 1);
-    queue::set_hint(1);
+    queue::set_hint(&queue.queue, 1);
     let key = queue.insert("value", Duration::from_millis(100));
-    queue::set_hint(0);
+    queue::set_hint(&queue.queue, 0);
     assert_eq!(key.shard(), 1);
     assert_eq!(queue.queue.in_use.load(Ordering::SeqCst), 2);
     let taken = tokio::time::timeout(Duration::from_secs(5), consumer)
@@ -153,9 +153,9 @@ async fn a_key_names_its_shard() {
     let (_timer, queue) = sharded(0);
     let start = tokio::time::Instant::now();
     let zero = queue.insert("zero", Duration::from_millis(100));
-    queue::set_hint(1);
+    queue::set_hint(&queue.queue, 1);
     let one = queue.insert("one", Duration::from_millis(200));
-    queue::set_hint(0);
+    queue::set_hint(&queue.queue, 0);
     assert_eq!((zero.slot(), zero.serial), (one.slot(), one.serial));
     assert_ne!(zero, one);
     assert!(format!("{one:?}").contains("shard: 1"), "{one:?}");
@@ -179,9 +179,9 @@ async fn a_key_names_its_shard() {
 async fn a_closed_queue_ends_when_every_shard_is_empty() {
     let (_timer, queue) = sharded(0);
     let zero = queue.insert("zero", Duration::from_secs(60));
-    queue::set_hint(1);
+    queue::set_hint(&queue.queue, 1);
     let one = queue.insert("one", Duration::from_secs(60));
-    queue::set_hint(0);
+    queue::set_hint(&queue.queue, 0);
     queue.close();
     let mut consumer = tokio_test::task::spawn(queue.next_expired());
     assert!(consumer.poll().is_pending());
@@ -206,5 +206,128 @@ async fn an_insert_that_finds_its_shard_locked_moves_to_the_next() {
     assert_eq!(queue.queue.in_use.load(Ordering::SeqCst), 2);
     let next = queue.insert("next", Duration::from_millis(100));
     assert_eq!(next.shard(), 1, "the thread stays in its new shard");
-    queue::set_hint(0);
+    queue::set_hint(&queue.queue, 0);
+}
+
+/// A shard first used after a consumer's poll moved the others on lags behind them: a
+/// value inserted there with a deadline already past still comes out before a later
+/// one already taken out of another shard's wheel, and `peek` names it.
+#[tokio::test(start_paused = true)]
+async fn a_past_value_in_a_lagging_shard_comes_out_first() {
+    let (_timer, queue) = sharded(0);
+    let start = tokio::time::Instant::now();
+    queue.insert_at("a", start + Duration::from_millis(100));
+    queue.insert_at("b", start + Duration::from_millis(200));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(queue.next_expired().await.unwrap().into_inner(), "a");
+    // "b" is in shard 0's due list now; "c" goes to shard 1, first used here.
+    queue::set_hint(&queue.queue, 1);
+    let c = queue.insert_at("c", start + Duration::from_millis(50));
+    queue::set_hint(&queue.queue, 0);
+    assert_eq!(c.shard(), 1);
+    assert_eq!(queue.peek(), Some(c), "peek names the earliest");
+    assert_eq!(queue.next_expired().await.unwrap().into_inner(), "c");
+    assert_eq!(queue.next_expired().await.unwrap().into_inner(), "b");
+}
+
+/// Deadline order holds across shards when more values are due at once than a shard
+/// moves out of its wheel in one go (`DUE_BATCH`): a shard stopped short is moved on
+/// again before another shard's later value is taken.
+#[tokio::test(start_paused = true)]
+async fn deadline_order_holds_across_shards_past_a_due_batch() {
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let queue = DelayQueue::<u64>::with_timer(&timer);
+    let start = tokio::time::Instant::now();
+    let values = 1500u64;
+    assert!(values > super::state::DUE_BATCH as u64);
+    // 3 ms apart: each value in a step of its own (2.5 ms steps at a 10 ms tick).
+    queue::set_hint(&queue.queue, 1);
+    for i in 0..values {
+        queue.insert_at(i, start + Duration::from_millis(3 * (i + 1)));
+    }
+    queue::set_hint(&queue.queue, 0);
+    let between = 1200;
+    queue.insert_at(u64::MAX, start + Duration::from_millis(3 * between + 1));
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let mut out = Vec::new();
+    while !queue.is_empty() {
+        out.push(queue.next_expired().await.unwrap().into_inner());
+    }
+    let at = out.iter().position(|&v| v == u64::MAX).unwrap();
+    assert_eq!(
+        at, between as usize,
+        "after the {between} values due before it"
+    );
+    assert!(out.iter().filter(|&&v| v != u64::MAX).is_sorted());
+}
+
+/// A consumer's count of the shards in use may be stale by the time it holds them: a
+/// shard put in use since (its value inserted while the consumer held shard 0) is
+/// looked at before a closed queue is said to have ended.
+#[tokio::test(start_paused = true)]
+async fn a_closed_queue_is_not_ended_by_a_stale_count_of_its_shards() {
+    let (_timer, queue) = sharded(0);
+    let zero = queue.insert("zero", Duration::from_secs(60));
+    queue.close();
+    let counted = queue::Locked::new(&queue.queue.shards, 1);
+    // Shard 0 is held (by the consumer's count): this insert moves to shard 1.
+    let one = queue.insert("one", Duration::from_secs(60));
+    assert_eq!(one.shard(), 1);
+    // What `remove(&zero)` does, under the lock the consumer holds.
+    let mut counted = counted;
+    let (key, step, _) = counted.iter_mut().next().unwrap().get(&zero).unwrap();
+    let removed = counted
+        .iter_mut()
+        .next()
+        .unwrap()
+        .wheel
+        .remove_any(key, step);
+    assert_eq!(removed.map(|item| item.value), Some("zero"));
+    let owner = queue.queue.waiting.owner();
+    let waker = std::task::Waker::noop();
+    let polled = queue
+        .queue
+        .poll_expired_from(counted, owner, &mut Context::from_waker(waker));
+    assert!(polled.is_pending(), "not ended: \"one\" is still queued");
+    queue.queue.waiting.forget(owner);
+    assert_eq!(queue.len(), 1);
+}
+
+/// A thread moved to another shard in one queue starts at the first shard of every
+/// other queue: a queue filled from one thread keeps one shard, and its consumers one
+/// lock.
+#[tokio::test(start_paused = true)]
+async fn moving_shards_in_one_queue_spreads_to_no_other() {
+    let (timer, a) = sharded(0);
+    let held = lock(&a.queue.shards[0].state);
+    assert_eq!(a.insert("moved", Duration::from_secs(1)).shard(), 1);
+    drop(held);
+    assert_eq!(a.insert("stays", Duration::from_secs(1)).shard(), 1);
+    let b = DelayQueue::with_timer(&timer);
+    assert_eq!(b.insert("alone", Duration::from_secs(1)).shard(), 0);
+    assert_eq!(b.queue.in_use.load(Ordering::SeqCst), 1);
+}
+
+/// Of two consumers of a closed queue, the one that takes its last value (found due
+/// by the clock, before the driver's turn) wakes the other, which sees the end: the
+/// shard's sleep that would have woken it stood down.
+#[tokio::test(start_paused = true)]
+async fn taking_the_last_value_of_a_closed_queue_ends_the_other_consumers() {
+    let timer = Timer::builder()
+        .tick(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let queue = DelayQueue::with_timer(&timer);
+    queue.insert("last", Duration::from_millis(100));
+    queue.close();
+    let mut waiting = tokio_test::task::spawn(queue.next_expired());
+    assert!(waiting.poll().is_pending());
+    tokio::time::advance(Duration::from_millis(150)).await;
+    let mut taker = tokio_test::task::spawn(queue.next_expired());
+    assert!(matches!(taker.poll(), Poll::Ready(Some(_))));
+    assert!(waiting.is_woken(), "told the queue ended");
+    assert!(matches!(waiting.poll(), Poll::Ready(None)));
 }
