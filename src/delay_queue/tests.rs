@@ -331,3 +331,26 @@ async fn taking_the_last_value_of_a_closed_queue_ends_the_other_consumers() {
     assert!(waiting.is_woken(), "told the queue ended");
     assert!(matches!(waiting.poll(), Poll::Ready(None)));
 }
+
+/// Two values in one step of the timer, in two shards: the one whose deadline has
+/// passed comes out when polled, though the other, later in the same step, is still
+/// pending (values within one step come out in either order; neither waits for the
+/// other).
+#[tokio::test(start_paused = true)]
+async fn a_due_value_is_not_held_back_by_a_later_one_in_its_step_in_another_shard() {
+    let (timer, queue) = sharded(0);
+    let start = tokio::time::Instant::now();
+    let step = timer.tick() / 4;
+    // Deadlines a quarter and three quarters into the step after the next.
+    let at = |quarters: u32| start + step * 2 + step * quarters / 4;
+    queue.insert_at("later", at(3));
+    queue::set_hint(&queue.queue, 1);
+    queue.insert_at("due", at(1));
+    queue::set_hint(&queue.queue, 0);
+    tokio::time::advance(at(2) - start).await;
+    let mut next = tokio_test::task::spawn(queue.next_expired());
+    match next.poll() {
+        Poll::Ready(Some(expired)) => assert_eq!(expired.into_inner(), "due"),
+        other => panic!("the due value is held back: {other:?}"),
+    }
+}
