@@ -126,14 +126,17 @@ use crate::wheel::Wheel;
 ///   through [`poll_expired`](DelayQueue::poll_expired) or the `Stream` is registered
 ///   under the handle it polls, until that handle is dropped or it is woken.
 /// * **Order.** Values come out in the order of their deadlines' steps (a quarter of
-///   the timer's tick); within one step, in either order.
+///   the timer's tick); within one step, in either order. A value found due while its
+///   step is under way (its deadline passed) comes out with the step before, after
+///   the values already due there; one inserted into that earlier step's past later
+///   comes out after it.
 ///
 /// The values live in the queue, not in the timer: dropping the last handle drops
 /// them. (So a value that holds a handle of its own queue keeps the queue alive, as
 /// any `Arc` cycle does, until it is taken, removed or cleared.) None of them is a
 /// timer's callback: [`Timer::pending`] counts the queue's sleep while consumers wait
-/// (one for each shard in use that holds values: one unless several threads insert at
-/// once), and [`Timer::shutdown`] returns none of them.
+/// (one for each shard that held values when a consumer last aimed it: one unless
+/// several threads insert at once), and [`Timer::shutdown`] returns none of them.
 ///
 /// # Migration from tokio-util
 ///
@@ -260,6 +263,7 @@ impl<T: Send + 'static> DelayQueue<T> {
             in_use: AtomicUsize::new(1),
             wake_all: Waker::from(waiting.clone()),
             waiting,
+            id: serial >> 32,
         });
         if shared.track_call_sites {
             let source: Arc<dyn SiteSource> = queue.clone();
@@ -427,14 +431,17 @@ impl<T> DelayQueue<T> {
     /// queue is empty. Of several whose deadlines fall in one step (a quarter tick), any.
     pub fn peek(&self) -> Option<Key> {
         let states = self.queue.lock_all();
-        // A due value's step is processed, so earlier than any pending one's.
+        // A due value's step is processed, so earlier than any pending one's; one moved
+        // due from the step under way (its deadline passed) carries the step before,
+        // and its deadline, later than that step's, orders it after them.
         states
             .iter()
             .filter_map(|state| {
                 let (key, step, item) = state.wheel.first()?;
-                Some((step, Key::new(state.shard, key.index(), item.serial)))
+                let key = Key::new(state.shard, key.index(), item.serial);
+                Some(((step, item.deadline), key))
             })
-            .min_by_key(|&(step, _)| step)
+            .min_by_key(|&(order, _)| order)
             .map(|(_, key)| key)
     }
 

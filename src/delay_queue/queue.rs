@@ -48,15 +48,15 @@ pub(super) fn shard_count() -> usize {
 
 #[cfg(not(loom))]
 std::thread_local! {
-    /// The queue (its address) this thread last moved to another shard in, and the
+    /// The queue (its number) this thread last moved to another shard in, and the
     /// shard (modulo its count): the one it last found free there.
-    static HINT: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    static HINT: Cell<(u64, usize)> = const { Cell::new((0, 0)) };
 }
 
-/// The shard the calling thread's inserts into the queue at `queue` go to: the first
+/// The shard the calling thread's inserts into the queue numbered `queue` go to: the first
 /// unless this thread moved on in that queue, the last it did.
 #[inline]
-fn hint(queue: usize) -> usize {
+fn hint(queue: u64) -> usize {
     // Under loom every model thread shares the OS thread's locals, which outlive a
     // model's iteration: the hint stays 0 there, so each iteration runs alike.
     #[cfg(not(loom))]
@@ -74,7 +74,7 @@ fn hint(queue: usize) -> usize {
 /// Sends the calling thread's inserts into `queue` to `shard` from now on.
 pub(super) fn set_hint<T>(queue: &Queue<T>, shard: usize) {
     #[cfg(not(loom))]
-    HINT.with(|hint| hint.set((queue.address(), shard)));
+    HINT.with(|hint| hint.set((queue.id, shard)));
     #[cfg(loom)]
     let _ = (queue, shard);
 }
@@ -94,19 +94,16 @@ pub(super) struct Queue<T> {
     pub(super) waiting: Arc<Waiting>,
     /// `waiting` as a waker: the shards' sleeps are registered with it.
     pub(super) wake_all: Waker,
+    /// What names this queue in a thread's hint: its number, never another queue's
+    /// (see `expired::first_serial`).
+    pub(super) id: u64,
 }
 
 impl<T> Queue<T> {
-    /// What names this queue in a thread's hint: its address, while it lives (a queue
-    /// made later at the same address inherits a start hint, nothing more).
-    fn address(&self) -> usize {
-        std::ptr::from_ref(self).addr()
-    }
-
     /// The shard the calling thread's inserts go to (and its `reserve`s).
     #[inline]
     pub(super) fn home(&self) -> usize {
-        let (hint, count) = (hint(self.address()), self.shards.len());
+        let (hint, count) = (hint(self.id), self.shards.len());
         if hint < count {
             hint
         } else {
@@ -499,9 +496,9 @@ fn pop_earliest<T>(states: &mut Locked<'_, T>) -> Option<(usize, Expired<T>)> {
     let shard = if states.rest.is_empty() {
         0
     } else {
-        let (step, shard) = states
+        let ((step, _), shard) = states
             .iter()
-            .filter_map(|state| Some((state.due_step()?, state.shard)))
+            .filter_map(|state| Some((state.due_order()?, state.shard)))
             .min()?;
         // A shard not caught up as far may hold an earlier value, pending still.
         if states.iter().any(|state| {

@@ -116,13 +116,17 @@ impl<T> State<T> {
         }
     }
 
-    /// The step of the first due value, if any: consumers take the earliest of the
-    /// shards' first.
-    pub(super) fn due_step(&self) -> Option<u64> {
+    /// The step and deadline of the first due value, if any: consumers take the
+    /// earliest of the shards' first. A value moved due from the step under way (its
+    /// deadline passed) carries the step before; its deadline, later than any of that
+    /// step's, orders it after them.
+    pub(super) fn due_order(&self) -> Option<(u64, i64)> {
         if !self.wheel.has_due() {
             return None;
         }
-        self.wheel.first().map(|(_, step, _)| step)
+        self.wheel
+            .first()
+            .map(|(_, step, item)| (step, item.deadline))
     }
 
     /// Takes the first due value.

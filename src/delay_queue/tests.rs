@@ -354,3 +354,52 @@ async fn a_due_value_is_not_held_back_by_a_later_one_in_its_step_in_another_shar
         other => panic!("the due value is held back: {other:?}"),
     }
 }
+
+/// A value found due while its step is under way (its deadline passed) counts with the
+/// step before, yet after that step's own values: in another shard, an earlier step's
+/// value still comes out first, and `peek` names it.
+#[tokio::test(start_paused = true)]
+async fn a_value_due_early_in_its_step_follows_the_step_before_across_shards() {
+    let (timer, queue) = sharded(1);
+    let origin = timer.shared().clock.instant_at(0);
+    let step = timer.tick() / 4;
+    // "early" in step 40, "late" a fifth into step 41; the clock two fifths into 41.
+    let early = queue.insert_at("early", origin + step * 40 + step / 5);
+    queue::set_hint(&queue.queue, 0);
+    let late = queue.insert_at("late", origin + step * 41 + step / 5);
+    assert_eq!((early.shard(), late.shard()), (1, 0));
+    tokio::time::advance(origin + step * 41 + step * 2 / 5 - Instant::now()).await;
+    let mut first = tokio_test::task::spawn(queue.next_expired());
+    let Poll::Ready(Some(first)) = first.poll() else {
+        panic!("both are due");
+    };
+    assert_eq!(first.into_inner(), "early");
+    assert_eq!(queue.peek(), Some(late));
+    assert_eq!(queue.next_expired().await.unwrap().into_inner(), "late");
+}
+
+/// A queue made where a dropped one lived starts every thread at its first shard: the
+/// shard a thread moved to is kept by the queue's number, which no queue reuses.
+/// (Queues are made and dropped until the allocator puts one where another lived.)
+#[tokio::test(start_paused = true)]
+async fn a_queue_made_where_a_dropped_one_lived_keeps_one_shard() {
+    let timer = Timer::builder().build().unwrap();
+    let mut places = std::collections::HashSet::new();
+    let mut reused = false;
+    for _ in 0..256 {
+        let a = DelayQueue::with_timer(&timer);
+        let held = lock(&a.queue.shards[0].state);
+        assert_eq!(a.insert(1u64, Duration::from_secs(1)).shard(), 1);
+        drop(held);
+        places.insert(Arc::as_ptr(&a.queue) as usize);
+        drop(a);
+        let b = DelayQueue::with_timer(&timer);
+        reused |= places.contains(&(Arc::as_ptr(&b.queue) as usize));
+        assert_eq!(b.insert(2u64, Duration::from_secs(1)).shard(), 0);
+        assert_eq!(b.queue.in_use.load(Ordering::SeqCst), 1);
+    }
+    assert!(
+        reused,
+        "no queue was made where a dropped one lived: nothing was tried"
+    );
+}
