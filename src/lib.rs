@@ -119,7 +119,9 @@
 //! only once the driver turns: `catch_up().await`). Outside a runtime, or on one
 //! without a time driver, they use the process-wide timer. Cargo's feature resolver 2
 //! (the default since edition 2021) leaves a dev-dependency's features out of normal
-//! builds, so production code keeps the process-wide timer.
+//! builds, so production code keeps the process-wide timer; tests, examples and
+//! benchmarks, which Cargo builds with the dev-dependencies, get the feature's timers
+//! (a 1 ms tick).
 //!
 //! Without the feature, in a debug build, the first use of the default timer on a
 //! runtime whose clock is paused panics with a message naming the feature, instead of

@@ -91,7 +91,7 @@ use crate::wheel::Wheel;
 /// [`next_expired`](DelayQueue::next_expired) or the [`Stream`] impl, once their
 /// deadlines pass: in deadline order, never early; ready at the first poll after the
 /// deadline, and a consumer that waits is woken less than a tick and a millisecond
-/// after it (the timer's tick).
+/// after it (the timer's tick), plus the runtime's scheduling delay.
 ///
 /// [`Stream`]: https://docs.rs/futures-core/0.3/futures_core/stream/trait.Stream.html
 ///
@@ -213,6 +213,11 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// A queue on the [default timer](crate#default-timer): the process-wide one,
     /// which follows the real clock, or with the feature `test-util` the caller's
     /// runtime's, which follows its clock, paused or not.
+    ///
+    /// The timer is the one of the caller's runtime *now*: a queue made outside a
+    /// runtime (before `block_on`, in a `static`) is the process-wide timer's, on the
+    /// real clock, wherever it is polled later, a paused test included. Make it on the
+    /// runtime whose clock it should follow, or use [`with_timer`](DelayQueue::with_timer).
     ///
     /// # Panics
     ///
@@ -551,7 +556,10 @@ impl<T> DelayQueue<T> {
     ///
     /// A task that waits is registered under this handle until it is woken, or the
     /// handle is dropped; [`next_expired`](DelayQueue::next_expired) registers under
-    /// its future instead.
+    /// its future instead. Each task that polls one handle and waits keeps its waker
+    /// there: tasks that share a handle (an `Arc<DelayQueue>`) and give up waiting
+    /// leave theirs until a value expires. Give each consumer a clone of its own, or
+    /// use `next_expired`.
     pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
         let polled = self.queue.poll_expired(self.owner, cx);
         if polled.is_pending() && !self.registered.load(Ordering::Relaxed) {
