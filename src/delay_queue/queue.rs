@@ -395,6 +395,8 @@ impl<T> Queue<T> {
                 .waiting
                 .register(owner, cx.waker(), || self.in_use.load(Ordering::Acquire));
             if !self.holds_all(&mut states, in_use) {
+                // Look at those shards first; registered again if still waiting.
+                self.waiting.unregister(owner, cx.waker());
                 continue;
             }
             let (fired_at, replaced) = self.aim(&mut states);

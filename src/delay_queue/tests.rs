@@ -403,3 +403,26 @@ async fn a_queue_made_where_a_dropped_one_lived_keeps_one_shard() {
         "no queue was made where a dropped one lived: nothing was tried"
     );
 }
+
+/// A consumer whose count of shards is stale finds the value due in a shard put in use
+/// since, and takes it, leaving no registration behind (it waits for nothing).
+#[tokio::test(start_paused = true)]
+async fn a_consumer_that_finds_a_value_past_its_count_leaves_no_registration() {
+    let (_timer, queue) = sharded(0);
+    let counted = queue::Locked::new(&queue.queue.shards, 1);
+    // Shard 0 is held (by the consumer's count): this insert moves to shard 1.
+    let key = queue.insert("due", Duration::ZERO);
+    assert_eq!(key.shard(), 1);
+    let owner = queue.queue.waiting.owner();
+    // A waker whose clones `will_wake` one another (`Waker::noop()`'s need not).
+    struct Nothing;
+    impl std::task::Wake for Nothing {
+        fn wake(self: Arc<Self>) {}
+    }
+    let waker = std::task::Waker::from(Arc::new(Nothing));
+    let polled = queue
+        .queue
+        .poll_expired_from(counted, owner, &mut Context::from_waker(&waker));
+    assert!(matches!(polled, Poll::Ready(Some(_))));
+    assert_eq!(queue.queue.waiting.count(), 0, "nothing left waiting");
+}
