@@ -245,6 +245,7 @@ impl Sleep {
         self.deadline = offset;
         let state = match self.state() {
             State::FellBack(key) => {
+                // Out of the timer's keeping while reset, as while polled.
                 self.set_state(State::Unregistered);
                 match self.shared().reset_fallback(key, self.deadline()) {
                     Some(key) => State::FellBack(key),
