@@ -184,12 +184,9 @@ impl<T> Queue<T> {
     /// The consumers to wake if the queue is ended (closed, nothing left), checked
     /// under every shard's lock: for an operation that emptied a closed shard.
     pub(super) fn wake_if_ended(&self) -> Vec<Waker> {
-        let states = self.lock_all();
-        if is_ended(&states) {
-            self.waiting.take()
-        } else {
-            Vec::new()
-        }
+        let mut woken = Vec::new();
+        self.wake_if_ended_holding(&mut self.lock_all(), &mut woken);
+        woken
     }
 
     pub(super) fn try_insert(
@@ -417,16 +414,19 @@ impl<T> Queue<T> {
         Poll::Pending
     }
 
-    /// The queue's earliest due value, if any (see [`take_earliest`]); if it was the
-    /// last of a closed queue, the other consumers waiting are woken to see the end.
+    /// The queue's earliest due value, if any, out of its shard, which stands its
+    /// sleep down (into `stale`) if nothing is left there to time; if it was the last
+    /// of a closed queue, the other consumers waiting (into `woken`) see the end, which
+    /// nothing else would bring them.
     fn take<'a>(
         &'a self,
         states: &mut Locked<'a, T>,
         woken: &mut Vec<Waker>,
         stale: &mut Vec<Sleep>,
     ) -> Option<Expired<T>> {
-        let expired = take_earliest(states, stale)?;
-        self.wake_others_if_ended(states, woken);
+        let (shard, expired) = pop_earliest(states)?;
+        stale.extend(states.get_mut(shard).stand_down_if_empty());
+        self.wake_if_ended_holding(states, woken);
         Some(expired)
     }
 
@@ -441,10 +441,9 @@ impl<T> Queue<T> {
         false
     }
 
-    /// A consumer took a value: if that ended a closed queue (every shard in use
-    /// empty, those put in use since the count included), the others waiting are woken
-    /// to see the end, which nothing else would bring (the shard's sleep stood down).
-    fn wake_others_if_ended<'a>(&'a self, states: &mut Locked<'a, T>, woken: &mut Vec<Waker>) {
+    /// The consumers waiting, into `woken`, if the queue is ended (closed, every shard
+    /// in use empty, those put in use since `states` were counted included).
+    fn wake_if_ended_holding<'a>(&'a self, states: &mut Locked<'a, T>, woken: &mut Vec<Waker>) {
         if !is_ended(states) {
             return;
         }
@@ -480,14 +479,6 @@ impl<T> Queue<T> {
         }
         (fired_at, replaced)
     }
-}
-
-/// The queue's earliest due value, if any, out of its shard, which stands its sleep
-/// down (into `stale`, dropped after the locks) if nothing is left there to time.
-fn take_earliest<T>(states: &mut Locked<'_, T>, stale: &mut Vec<Sleep>) -> Option<Expired<T>> {
-    let (shard, expired) = pop_earliest(states)?;
-    stale.extend(states.get_mut(shard).stand_down_if_empty());
-    Some(expired)
 }
 
 /// Takes the first due value of the shard whose first is earliest, with that shard's
