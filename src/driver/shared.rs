@@ -24,7 +24,7 @@ use super::runtime::DriverRuntime;
 use crate::callback::Callback;
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::sites::{PendingSite, ShardTags, SiteSource, Tag, Tally};
+use crate::sites::{PendingSite, ShardTags, SiteSource, Tag, Tags, Tally};
 use crate::stats::Lateness;
 use crate::stats::Stats;
 use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex};
@@ -114,23 +114,15 @@ impl Wheels {
     /// [`RETAIN`] entries' room: for the caller to drop after the lock.
     #[inline]
     pub(super) fn release_futures(&mut self) -> Option<Released<Waker>> {
-        let storage = self.futures.release_if_empty(RETAIN)?;
-        let tags = self
-            .tags
-            .as_mut()
-            .and_then(|tags| tags.futures.release(RETAIN));
-        Some((storage, tags))
+        let tags = self.tags.as_mut().map(|tags| &mut tags.futures);
+        release(&mut self.futures, tags)
     }
 
     /// As [`release_futures`](Wheels::release_futures), for the callbacks' wheel.
     #[inline]
     pub(super) fn release_callbacks(&mut self) -> Option<Released<Callback>> {
-        let storage = self.callbacks.release_if_empty(RETAIN)?;
-        let tags = self
-            .tags
-            .as_mut()
-            .and_then(|tags| tags.callbacks.release(RETAIN));
-        Some((storage, tags))
+        let tags = self.tags.as_mut().map(|tags| &mut tags.callbacks);
+        release(&mut self.callbacks, tags)
     }
 
     pub(super) fn next_expiration(&self) -> Option<u64> {
@@ -147,6 +139,14 @@ impl Wheels {
 /// A wheel's storage and tags that [`Wheels::release_futures`] or
 /// [`Wheels::release_callbacks`] gave back.
 pub(super) type Released<T> = (slab::Slab<Entry<T>>, Option<Vec<Option<Tag>>>);
+
+/// `wheel`'s storage and the table of the `tags` beside it, if the wheel has emptied
+/// and holds more than [`RETAIN`] entries' room.
+#[inline]
+fn release<T>(wheel: &mut Wheel<T>, tags: Option<&mut Tags>) -> Option<Released<T>> {
+    let storage = wheel.release_if_empty(RETAIN)?;
+    Some((storage, tags.and_then(|tags| tags.release(RETAIN))))
+}
 
 /// Drops what a wheel gave back, out of line: the check for it is inline, and it is
 /// rare (a burst's storage, once the wheel empties).
