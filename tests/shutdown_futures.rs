@@ -93,6 +93,31 @@ async fn sleeps_and_timeouts_after_shutdown_are_never_early_on_the_paused_clock(
     assert_at(Instant::now(), deadline, MS);
 }
 
+/// After shutdown, a `Sleep` timed by its fallback on the driver's runtime is due at
+/// its exact deadline, as a registered one is (Tokio's timer would fire it at its next
+/// whole millisecond): `is_elapsed` and `poll` agree, and neither is a nanosecond early.
+#[tokio::test(start_paused = true)]
+async fn after_shutdown_a_sleep_is_ready_when_polled_at_its_exact_deadline() {
+    const NS: Duration = Duration::from_nanos(1);
+    // Neither on a tick's end nor on Tokio's whole millisecond.
+    const ODD: Duration = Duration::from_micros(13_370);
+    let timer = timer();
+    timer.shutdown().await;
+    let deadline = Instant::now() + ODD;
+    let mut sleep = tokio_test::task::spawn(timer.sleep_until(deadline));
+    assert!(sleep.poll().is_pending());
+    tokio::time::advance(ODD - NS).await;
+    assert!(!sleep.is_elapsed(), "early by a nanosecond");
+    assert!(sleep.poll().is_pending(), "early by a nanosecond");
+    tokio::time::advance(NS).await;
+    assert_eq!(Instant::now(), deadline);
+    assert!(sleep.is_elapsed());
+    assert!(
+        sleep.poll().is_ready(),
+        "due, yet pending until Tokio's millisecond"
+    );
+}
+
 /// A reset after shutdown moves the deadline on the other clock too, both ways.
 #[tokio::test(start_paused = true)]
 async fn a_sleep_reset_after_shutdown_follows_its_new_deadline() {

@@ -120,6 +120,11 @@ impl Shared {
             return Poll::Ready(());
         };
         if fallback.on == Source::Driver {
+            // Due means ready here too: Tokio's sleep fires at its next whole
+            // millisecond, but the deadline is due when the clock reaches it.
+            if Instant::now() >= deadline {
+                return Poll::Ready(());
+            }
             return fallback.sleep.as_mut().poll(cx);
         }
         // The driver's clock decides; the real-clock sleep only brings the poll.
