@@ -167,7 +167,10 @@ impl Sleep {
     /// from the timer's creation (2^44 quarter ticks: 139 years at a 1 ms tick, 292
     /// years from a 2.2 ms tick on): such deadlines saturate there, and this reports
     /// the saturated instant, which the sleep never fires before. A `Duration::MAX`
-    /// sleep saturates sooner, at about 30 years from now.
+    /// sleep saturates sooner, at about 30 years from now. Once the timer's clock has
+    /// itself passed that range (a paused clock advanced that far), a new sleep's
+    /// saturated deadline has passed too, and it completes at once: build a new
+    /// `Timer` there.
     pub fn deadline(&self) -> Instant {
         self.shared().clock.instant_at(self.deadline)
     }
