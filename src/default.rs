@@ -57,6 +57,7 @@ pub(crate) fn default_timer() -> &'static Timer {
 /// Without the feature this is `f(default_timer())`: no lookup, no reference count,
 /// nothing written to memory another thread reads.
 #[inline]
+#[track_caller]
 pub(crate) fn with_default<R>(f: impl FnOnce(&Timer) -> R) -> R {
     #[cfg(feature = "test-util")]
     if let Some(timer) = per_runtime::current() {
@@ -91,7 +92,8 @@ mod missing_test_util {
         static RUNNING: Cell<Option<Id>> = const { Cell::new(None) };
     }
 
-    /// Panics if the caller's runtime's clock is paused.
+    /// Panics if the caller's runtime's clock is paused, at the caller's line.
+    #[track_caller]
     pub(super) fn check() {
         let Ok(runtime) = Handle::try_current() else {
             return;

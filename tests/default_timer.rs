@@ -53,8 +53,21 @@ fn a_paused_runtime_that_uses_the_default_timer_first_leaves_it_on_the_real_cloc
 #[cfg(all(debug_assertions, not(feature = "test-util")))]
 #[test]
 fn a_paused_runtime_without_the_feature_test_util_is_told_to_add_it() {
-    let panic = std::panic::catch_unwind(first_use_on_a_paused_runtime)
-        .expect_err("a paused runtime used the default timer without a word");
+    // Where the panic points: the user's line, not the crate's.
+    let at = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let seen = at.clone();
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        *seen.lock().unwrap() = info.location().map(|l| l.file().to_owned());
+    }));
+    let panic = std::panic::catch_unwind(first_use_on_a_paused_runtime);
+    std::panic::set_hook(previous);
+    let panic = panic.expect_err("a paused runtime used the default timer without a word");
+    assert_eq!(
+        at.lock().unwrap().as_deref(),
+        Some(file!()),
+        "the panic points into the crate, not at the caller"
+    );
     let message = panic
         .downcast_ref::<String>()
         .map(String::as_str)

@@ -222,6 +222,7 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// # Panics
     ///
     /// As [`sleep`](crate::sleep): if the default timer cannot be created.
+    #[track_caller]
     pub fn new() -> Self {
         DelayQueue::with_capacity(0)
     }
@@ -232,6 +233,7 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// # Panics
     ///
     /// As [`new`](DelayQueue::new).
+    #[track_caller]
     pub fn with_capacity(capacity: usize) -> Self {
         crate::default::with_default(|timer| DelayQueue::build(timer, capacity))
     }

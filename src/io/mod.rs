@@ -247,6 +247,7 @@ impl<S> TimeoutStream<S> {
     /// # Panics
     ///
     /// As [`sleep`](crate::sleep): if the default timer cannot be created.
+    #[track_caller]
     pub fn new(stream: S) -> Self {
         crate::default::with_default(|timer| TimeoutStream::with_timer(stream, timer))
     }
