@@ -154,6 +154,7 @@ mod background;
 mod builder;
 mod callback;
 mod clock;
+mod coarse_clock;
 mod config;
 mod default;
 mod delay_queue;

@@ -227,3 +227,24 @@ async fn a_due_sleep_polled_with_another_waker_wakes_the_one_it_held() {
         "the waker it held was never woken"
     );
 }
+
+/// On the real clock (a multi-thread runtime's driver), where a cheap bound on the clock
+/// rules most deadlines out without the precise read: a deadline passed by a nanosecond
+/// or by a second is ready on the first poll all the same, and one well ahead is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_real_clock_a_deadline_just_passed_is_ready_when_first_polled() {
+    let timer = Timer::new();
+    for ago in [
+        Duration::ZERO,
+        NS,
+        Duration::from_micros(50),
+        Duration::from_millis(1),
+        Duration::from_secs(1),
+    ] {
+        let mut sleep = task::spawn(timer.sleep_until(Instant::now() - ago));
+        assert_ready!(sleep.poll(), "passed {ago:?} ago, yet pending");
+    }
+    let mut ahead = task::spawn(timer.sleep(Duration::from_secs(5)));
+    assert_pending!(ahead.poll(), "early by five seconds");
+    assert_eq!(timer.pending(), 1);
+}

@@ -50,11 +50,14 @@ impl Shared {
     /// not fired asks before it would return `Pending`, so that a due deadline is ready
     /// when polled, whether or not the driver has turned since. On a driver whose
     /// clock may be paused, the clock is read only when its armed wakeup cannot rule
-    /// the deadline out ([`ClockBound`](super::parking::ClockBound)). Never before the
-    /// deadline.
+    /// the deadline out ([`ClockBound`](super::parking::ClockBound)); on the real
+    /// clock, only when its coarse bound cannot ([`DriverRuntime::is_before`]). Never
+    /// before the deadline.
+    ///
+    /// [`DriverRuntime::is_before`]: super::runtime::DriverRuntime::is_before
     #[inline]
     pub(crate) fn due(&self, offset: i64) -> Option<Duration> {
-        if self.parking.bound().is_before(offset) {
+        if self.parking.bound().is_before(offset) || self.runtime.is_before(offset) {
             return None;
         }
         self.late_by(offset)

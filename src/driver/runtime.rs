@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use super::context;
 use crate::clock::Clock;
+use crate::coarse_clock::CoarseBound;
 
 /// The real clock, as a Tokio instant.
 #[inline]
@@ -62,10 +63,15 @@ pub(super) struct DriverRuntime {
     real_clock: bool,
     /// Set when the runtime dropped the driver, whether or not it had shut down first.
     lost: OnceLock<Lost>,
+    /// An upper bound on the real clock cheaper than reading it: only for a driver on
+    /// the real clock, where the platform has one.
+    coarse: Option<CoarseBound>,
 }
 
 impl DriverRuntime {
-    pub(super) fn new(handle: Option<Handle>, real_clock: bool) -> DriverRuntime {
+    /// The runtime `handle` names, its clock the real one if `real_clock` says so;
+    /// deadlines are offsets from `clock`'s origin.
+    pub(super) fn new(handle: Option<Handle>, real_clock: bool, clock: &Clock) -> DriverRuntime {
         // A multi-thread runtime's clock cannot be paused: it is the real one.
         let real_clock = real_clock
             || handle
@@ -76,6 +82,7 @@ impl DriverRuntime {
             handle,
             real_clock,
             lost: OnceLock::new(),
+            coarse: real_clock.then(|| CoarseBound::new(clock)).flatten(),
         }
     }
 
@@ -127,6 +134,15 @@ impl DriverRuntime {
         } else {
             self.driver_now().unwrap_or_else(real_now)
         }
+    }
+
+    /// Whether the driver's clock is known to be before the deadline `offset` without
+    /// reading it: on the real clock, by its coarse bound (never wrongly `true`, but
+    /// for a kernel whose coarse clock lags beyond the margin: see
+    /// [`CoarseBound`]); `false` when it cannot tell.
+    #[inline]
+    pub(super) fn is_before(&self, offset: i64) -> bool {
+        self.coarse.is_some_and(|coarse| coarse.is_before(offset))
     }
 
     /// Whether the caller's Tokio context is the driver's runtime, so that its Tokio

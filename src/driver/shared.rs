@@ -254,10 +254,11 @@ impl Shared {
                 elapsed: AtomicU64::new(0),
             })
             .collect();
+        let clock = Clock::new(Instant::now(), config.tick, steps_per_tick);
         Arc::new(Shared {
             shards,
-            clock: Clock::new(Instant::now(), config.tick, steps_per_tick),
-            runtime: DriverRuntime::new(runtime, config.real_clock),
+            runtime: DriverRuntime::new(runtime, config.real_clock, &clock),
+            clock,
             parking: Parking::new(),
             shutdown: AtomicBool::new(false),
             fallbacks: Fallbacks::new(),
