@@ -157,7 +157,7 @@ mod clock;
 mod coarse_clock;
 mod config;
 mod default;
-mod delay_queue;
+pub mod delay_queue;
 mod driver;
 mod entry_points;
 pub mod error;
@@ -188,6 +188,7 @@ pub use default::advance;
 pub use default::{
     catch_up, interval, interval_at, pending_by_site, sleep, sleep_until, timeout, timeout_at,
 };
+#[doc(inline)]
 pub use delay_queue::{DelayQueue, Expired, Key, NextExpired, TryInsertError};
 #[doc(inline)]
 pub use error::{Elapsed, Error};

@@ -77,6 +77,21 @@ async fn take_timed<T: Send + 'static>(queue: &DelayQueue<T>, n: usize) -> Vec<(
     out
 }
 
+/// tokio-util's paths, with the crate's name: `delay_queue::{self, DelayQueue}`, then
+/// `delay_queue::Key` and `delay_queue::Expired`, the same types as at the root.
+#[tokio::test(start_paused = true)]
+async fn tokio_utils_paths_name_the_same_types() {
+    use tokio_wheel::delay_queue::{self, DelayQueue as Queue};
+    let timer = hour_tick_timer();
+    let queue: Queue<&str> = Queue::with_timer(&timer);
+    let key: delay_queue::Key = queue.insert_at("now", Instant::now());
+    let root: &tokio_wheel::Key = &key;
+    assert_eq!(queue.deadline(root), Some(Instant::now()));
+    let expired: delay_queue::Expired<&str> = queue.next_expired().await.unwrap();
+    let _: Expired<&str> = expired;
+    let _: DelayQueue<&str> = queue;
+}
+
 /// Values due now, or already past, are ready at the next poll: one or several, by
 /// `insert_at` or by `insert` with a zero timeout. The driver has not turned. (Their
 /// deadlines fall in one step of the hour-long tick's wheel: in either order.)

@@ -28,35 +28,39 @@
 //! # }
 //! ```
 //!
-//! # Implementation
-//!
-//! tokio-util's shape, shared, and sharded: the values live in wheels of the queue's
-//! own (the crate's [`Wheel`](crate::wheel::Wheel), in steps of the timer's clock),
-//! one per shard, each under the shard's lock, so insert, remove and reset touch one
-//! shard and nothing else; each shard keeps one [`Sleep`] on the timer, at the step of
-//! its earliest value, for consumers to wait on. Threads that insert at once work in
-//! shards of their own ([`queue`] says how), rather than pass one lock and one wheel
-//! between their cores. A consumer's poll locks the shards in use, reads the timer's
-//! clock and moves what is due to each wheel's due list, in place (the values of every
-//! step that has ended, and those of the step under way whose deadlines have passed),
-//! then takes the earliest first: due means ready, whether or not the driver has
-//! turned. A value stays in its wheel's storage until a consumer takes it, so its key
-//! finds it until then (`remove` gives it back).
-//!
-//! The sleeps' waker wakes every consumer waiting ([`waiting`]), so no wakeup is lost
-//! with a consumer that is dropped before it polls again. Consumers register under an
-//! owner (a [`NextExpired`] future, or the handle they poll) that takes its
-//! registration with it when it goes. An insert or reset earlier than the step its
-//! shard's sleep waits for, while consumers wait, moves that sleep itself, or wakes
-//! them if the value is due already. A remove leaves the sleep where it is: at worst
-//! it wakes the consumers early, and they wait again.
-//!
-//! A [`Key`] is the value's shard, its index in the shard's storage and a serial
-//! number the shard never hands out twice (it would take 2^64 inserts), so a key
-//! whose value was taken, removed or cleared names nothing, however often its slot has
-//! been reused since. Each queue's serials start 2^32 past the last queue's
-//! (`expired::first_serial`), so a key used on another queue names nothing there
-//! either, unless a shard of one of them has taken 2^32 inserts.
+//! tokio-util's paths work too: `tokio_util::time::delay_queue::{self, DelayQueue}`
+//! is `tokio_wheel::delay_queue::{self, DelayQueue}`, and its `delay_queue::Key` and
+//! `delay_queue::Expired` are these; every item is also at the crate root.
+
+// Implementation
+//
+// tokio-util's shape, shared, and sharded: the values live in wheels of the queue's
+// own (the crate's [`Wheel`](crate::wheel::Wheel), in steps of the timer's clock),
+// one per shard, each under the shard's lock, so insert, remove and reset touch one
+// shard and nothing else; each shard keeps one [`Sleep`] on the timer, at the step of
+// its earliest value, for consumers to wait on. Threads that insert at once work in
+// shards of their own ([`queue`] says how), rather than pass one lock and one wheel
+// between their cores. A consumer's poll locks the shards in use, reads the timer's
+// clock and moves what is due to each wheel's due list, in place (the values of every
+// step that has ended, and those of the step under way whose deadlines have passed),
+// then takes the earliest first: due means ready, whether or not the driver has
+// turned. A value stays in its wheel's storage until a consumer takes it, so its key
+// finds it until then (`remove` gives it back).
+//
+// The sleeps' waker wakes every consumer waiting ([`waiting`]), so no wakeup is lost
+// with a consumer that is dropped before it polls again. Consumers register under an
+// owner (a [`NextExpired`] future, or the handle they poll) that takes its
+// registration with it when it goes. An insert or reset earlier than the step its
+// shard's sleep waits for, while consumers wait, moves that sleep itself, or wakes
+// them if the value is due already. A remove leaves the sleep where it is: at worst
+// it wakes the consumers early, and they wait again.
+//
+// A [`Key`] is the value's shard, its index in the shard's storage and a serial
+// number the shard never hands out twice (it would take 2^64 inserts), so a key
+// whose value was taken, removed or cleared names nothing, however often its slot has
+// been reused since. Each queue's serials start 2^32 past the last queue's
+// (`expired::first_serial`), so a key used on another queue names nothing there
+// either, unless a shard of one of them has taken 2^32 inserts.
 
 use std::fmt;
 use std::panic::Location;
