@@ -11,10 +11,11 @@
 //! The bound only ever rules a deadline *out*. Were the coarse clock ever to lag by
 //! more than the margin, a deadline that had just passed would be taken for one not
 //! yet reached, and its timer would wait for the driver's next turn: late by less
-//! than a tick, as a deadline that passes just after the precise read is. Never early.
+//! than a tick and a millisecond, as a deadline that passes just after the precise
+//! read is. Never early.
 //!
-//! Elsewhere (or if the kernel will not tell the coarse clock's resolution) there is
-//! no bound, and the clock is read.
+//! Elsewhere, or where the kernel refuses the coarse clock (a sandbox's filter), there
+//! is no bound, and the clock is read.
 
 use std::sync::OnceLock;
 
@@ -22,9 +23,12 @@ use tokio::time::Instant;
 
 use crate::clock::Clock;
 
-/// How many of the coarse clock's resolutions its lag is allowed: it is updated on
-/// the kernel's tick, which a busy or virtualised host can run late by more than one.
-const MARGIN_IN_RESOLUTIONS: i64 = 4;
+/// How far the coarse clock may lag the precise one: it is updated on the kernel's
+/// tick (1 to 10 ms, by the kernel's configuration), which a busy or virtualised host
+/// can run late by more than one. Fixed rather than asked of the kernel, whose answer
+/// (`clock_getres`) comes unchecked through rustix; a deadline this close to now pays
+/// the precise read.
+const MARGIN: i64 = 50_000_000;
 
 /// An upper bound on the real clock, as an offset from a timer's origin (see
 /// [`Clock::offset_of`]): the coarse clock's reading plus `base`.
@@ -56,7 +60,7 @@ impl CoarseBound {
     /// tell.
     #[inline]
     pub(crate) fn is_before(&self, offset: i64) -> bool {
-        self.bound_at(coarse_nanos()) < offset
+        coarse_nanos().is_some_and(|coarse| self.bound_at(coarse) < offset)
     }
 
     /// The bound when the coarse clock reads `coarse` nanoseconds.
@@ -75,23 +79,44 @@ struct Calibration {
     margin: i64,
 }
 
+impl Calibration {
+    /// Taken now, if the coarse clock can be read here.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn take() -> Option<Calibration> {
+        // The coarse clock answers, or there is no bound.
+        platform::coarse_nanos()?;
+        // `Instant` is `CLOCK_MONOTONIC` here: the raw reading first, so that the
+        // instant read after it is at or after the one the reading names.
+        let raw = platform::monotonic_nanos()?;
+        let instant = std::time::Instant::now();
+        Some(Calibration {
+            raw,
+            instant,
+            margin: MARGIN,
+        })
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn take() -> Option<Calibration> {
+        None
+    }
+}
+
 /// Read once per process.
 fn calibration() -> Option<&'static Calibration> {
     static CALIBRATION: OnceLock<Option<Calibration>> = OnceLock::new();
-    CALIBRATION.get_or_init(platform::calibrate).as_ref()
+    CALIBRATION.get_or_init(Calibration::take).as_ref()
 }
 
-/// The coarse clock, in nanoseconds.
+/// The coarse clock, in nanoseconds; `None` if the kernel refuses it.
 #[inline]
-fn coarse_nanos() -> i64 {
+fn coarse_nanos() -> Option<i64> {
     platform::coarse_nanos()
 }
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod platform {
-    use rustix::time::{clock_getres, clock_gettime, ClockId, Timespec};
-
-    use super::{Calibration, MARGIN_IN_RESOLUTIONS};
+    use rustix::time::{clock_gettime_dynamic, ClockId, DynamicClockId, Timespec};
 
     // `tv_nsec` is a `c_long` on some 32-bit targets.
     #[allow(clippy::useless_conversion)]
@@ -101,39 +126,29 @@ mod platform {
             .saturating_add(i64::from(at.tv_nsec))
     }
 
-    /// `Instant` is `CLOCK_MONOTONIC` here: the raw reading first, so that the
-    /// instant read after it is at or after the one it names.
-    pub(super) fn calibrate() -> Option<Calibration> {
-        let resolution = nanos(clock_getres(ClockId::MonotonicCoarse));
-        if resolution <= 0 {
-            return None;
-        }
-        let raw = nanos(clock_gettime(ClockId::Monotonic));
-        let instant = std::time::Instant::now();
-        Some(Calibration {
-            raw,
-            instant,
-            margin: resolution.saturating_mul(MARGIN_IN_RESOLUTIONS),
-        })
+    /// A clock that says when it cannot be read, rather than panicking.
+    #[inline]
+    fn read(clock: ClockId) -> Option<i64> {
+        clock_gettime_dynamic(DynamicClockId::Known(clock))
+            .ok()
+            .map(nanos)
     }
 
     #[inline]
-    pub(super) fn coarse_nanos() -> i64 {
-        nanos(clock_gettime(ClockId::MonotonicCoarse))
+    pub(super) fn coarse_nanos() -> Option<i64> {
+        read(ClockId::MonotonicCoarse)
+    }
+
+    pub(super) fn monotonic_nanos() -> Option<i64> {
+        read(ClockId::Monotonic)
     }
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 mod platform {
-    use super::Calibration;
-
-    pub(super) fn calibrate() -> Option<Calibration> {
-        None
-    }
-
     /// Never called: without a calibration there is no bound to read.
-    pub(super) fn coarse_nanos() -> i64 {
-        i64::MAX
+    pub(super) fn coarse_nanos() -> Option<i64> {
+        None
     }
 }
 
@@ -180,7 +195,7 @@ mod tests {
         let bound = CoarseBound::new(&clock).expect("Linux has a coarse clock");
         for _ in 0..1000 {
             let now = clock.unclamped_offset_of(Instant::now());
-            let upper = bound.bound_at(coarse_nanos());
+            let upper = bound.bound_at(coarse_nanos().expect("read before"));
             assert!(upper >= now - 1_000_000_000, "{upper} far below {now}");
             assert!(upper <= now + 1_000_000_000, "{upper} far above {now}");
         }
