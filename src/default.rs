@@ -5,7 +5,7 @@
 //! that runtime instead (one per runtime, cached by `tokio::runtime::Handle::id`),
 //! so that it follows that runtime's clock, paused or not.
 
-use std::future::IntoFuture;
+use std::future::{Future, IntoFuture};
 use std::panic::Location;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -358,6 +358,7 @@ pub fn interval_at(start: Instant, period: Duration) -> Interval {
 /// # drop(deadline);
 /// # }
 /// ```
+#[track_caller]
 pub fn pending_by_site() -> Vec<PendingSite> {
     with_default(Timer::pending_by_site)
 }
@@ -391,9 +392,12 @@ pub fn pending_by_site() -> Vec<PendingSite> {
 /// assert!(sleep.poll().is_ready());
 /// # }
 /// ```
-pub async fn catch_up() {
+#[track_caller]
+pub fn catch_up() -> impl Future<Output = ()> + Send + 'static {
+    // The timer is looked up here, where the caller's line is known, not at the
+    // first poll.
     let timer = with_default(Timer::clone);
-    timer.catch_up().await;
+    async move { timer.catch_up().await }
 }
 
 /// Advances the caller's paused clock by `duration` with Tokio's

@@ -365,6 +365,7 @@ fn full<T>(refused: &TryInsertError<T>) -> Key {
 
 impl<T: Send + 'static> Default for DelayQueue<T> {
     /// [`DelayQueue::new`].
+    #[track_caller]
     fn default() -> Self {
         DelayQueue::new()
     }
