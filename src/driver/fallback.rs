@@ -64,7 +64,13 @@ impl Shared {
 
     /// Whether `deadline` has passed, as a fallback timed from here would find it.
     pub(crate) fn fallback_has_passed(&self, deadline: Instant) -> bool {
-        match self.source() {
+        self.has_passed_on(self.source(), deadline)
+    }
+
+    /// Whether `deadline` has passed on the clock a fallback on `on` follows: what
+    /// `is_elapsed` and a fallback's poll both answer by.
+    fn has_passed_on(&self, on: Source, deadline: Instant) -> bool {
+        match on {
             Source::Driver => Instant::now() >= deadline,
             Source::Background => self.driver_clock_short_of(deadline).is_none(),
         }
@@ -122,7 +128,7 @@ impl Shared {
         if fallback.on == Source::Driver {
             // Due means ready here too: Tokio's sleep fires at its next whole
             // millisecond, but the deadline is due when the clock reaches it.
-            if Instant::now() >= deadline {
+            if self.has_passed_on(Source::Driver, deadline) {
                 return Poll::Ready(());
             }
             return fallback.sleep.as_mut().poll(cx);
