@@ -272,6 +272,22 @@ pub mod loom_hooks {
         Timer::from_shared(Shared::new(config, None))
     }
 
+    /// A timer as [`timer`], with a driver alarm that the model rings by hand
+    /// ([`ring`]), as Tokio's timer would: registrations arm it, and ringing it turns
+    /// the wheels on the ringing thread.
+    pub fn alarmed_timer(tick: Duration) -> Timer {
+        let timer = timer(tick);
+        crate::driver::install_alarm_by_hand(timer.shared());
+        timer
+    }
+
+    /// The alarm of an [`alarmed_timer`] going off, as if Tokio's clock had reached
+    /// the end of step `step`: a pass over the wheels here, or left to whoever holds
+    /// the alarm.
+    pub fn ring(timer: &Timer, step: u64) {
+        crate::driver::ring_by_hand(timer.shared(), step);
+    }
+
     /// One driver turn, as if the clock had reached the end of step `step`.
     pub fn turn(timer: &Timer, step: u64) {
         let mut expired = Vec::new();
@@ -300,7 +316,7 @@ pub mod loom_hooks {
 
     /// What the driver's guard does when the driver's runtime drops it.
     pub fn lose_driver(timer: &Timer) {
-        timer.shared().driver_lost();
+        crate::driver::lose_by_hand(timer.shared());
     }
 
     /// The synchronous part of `Timer::shutdown` (the rest waits for the driver task,

@@ -16,8 +16,8 @@ use std::time::Duration;
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::thread;
 use tokio_wheel::loom_hooks::{
-    capped_timer, kept_alive, lose_driver, parked_until, shutdown, step_end, timer, tracking_timer,
-    turn,
+    alarmed_timer, capped_timer, kept_alive, lose_driver, parked_until, ring, shutdown, step_end,
+    timer, tracking_timer, turn,
 };
 use tokio_wheel::{DelayQueue, Error, Instant, Scheduled, Sleep, Timer};
 
@@ -540,5 +540,138 @@ fn pending_by_site_vs_a_reused_index_never_names_a_gone_timer() {
         assert_ne!(now[0].location().line(), gone_line);
         drop(sleep);
         assert!(timer.pending_by_site().is_empty());
+    });
+}
+
+/// A loom model's builder, bounded to three preemptions: the alarm's models take many
+/// locks on each side (a registration, a pass over the wheels), and unbounded they run
+/// for many minutes; each race they check needs one or two.
+fn bounded() -> loom::model::Builder {
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(3);
+    model
+}
+
+/// Tokio's timer firing the driver's alarm on one thread while the driver task turns
+/// on another: the due future is woken once and the inline callback runs once, on the
+/// task's turn (the alarm leaves callbacks that run inline to the task).
+#[test]
+fn alarm_vs_task_turn_fires_each_once() {
+    bounded().check(|| {
+        let timer = alarmed_timer(TICK);
+        let mut sleep = timer.sleep_until(in_step(&timer, 1));
+        let (woken, waker) = flag();
+        assert!(poll(&mut sleep, &waker).is_pending());
+        let (_handle, ran) = counting_callback(&timer, 1);
+        let alarm = {
+            let timer = timer.clone();
+            thread::spawn(move || ring(&timer, 1))
+        };
+        turn(&timer, 1);
+        alarm.join().unwrap();
+        assert!(
+            woken.0.load(Ordering::SeqCst),
+            "the due sleep was not woken"
+        );
+        assert!(poll(&mut sleep, &waker).is_ready());
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "the callback ran once");
+        assert_eq!(timer.pending(), 0);
+    });
+}
+
+/// A reset racing the alarm's pass: the sleep waits for its new step whatever the
+/// order, and the alarm going off there completes it.
+#[test]
+fn alarm_vs_reset_moves_or_refires() {
+    bounded().check(|| {
+        let timer = alarmed_timer(TICK);
+        let mut sleep = timer.sleep_until(in_step(&timer, 1));
+        let (woken, waker) = flag();
+        assert!(poll(&mut sleep, &waker).is_pending());
+        let alarm = {
+            let timer = timer.clone();
+            thread::spawn(move || ring(&timer, 1))
+        };
+        Pin::new(&mut sleep).reset(in_step(&timer, 3));
+        alarm.join().unwrap();
+        assert!(
+            poll(&mut sleep, &waker).is_pending(),
+            "completed before its new deadline"
+        );
+        woken.0.store(false, Ordering::SeqCst);
+        ring(&timer, 3);
+        assert!(woken.0.load(Ordering::SeqCst), "lost wakeup after reset");
+        assert!(poll(&mut sleep, &waker).is_ready());
+        assert_eq!(timer.pending(), 0);
+    });
+}
+
+/// A drop racing the alarm's pass frees the entry, and a stale key never removes the
+/// other timer's.
+#[test]
+fn alarm_vs_drop_frees_the_entry() {
+    bounded().check(|| {
+        let timer = alarmed_timer(TICK);
+        let mut sleep = timer.sleep_until(in_step(&timer, 1));
+        let (_woken, waker) = flag();
+        assert!(poll(&mut sleep, &waker).is_pending());
+        let mut other = timer.sleep_until(in_step(&timer, 5));
+        let alarm = {
+            let timer = timer.clone();
+            thread::spawn(move || ring(&timer, 1))
+        };
+        drop(sleep);
+        assert!(poll(&mut other, &waker).is_pending());
+        alarm.join().unwrap();
+        assert_eq!(timer.pending(), 1, "exactly the other sleep remains");
+        drop(other);
+        assert_eq!(timer.pending(), 0);
+    });
+}
+
+/// The alarm going off while a registration holds it (arming it for its own, earlier,
+/// step): the registration passes for it after letting it go, so the ring is not
+/// lost and the due sleep is woken, or found due at once.
+#[test]
+fn alarm_while_armed_by_a_registration_is_answered() {
+    bounded().check(|| {
+        let timer = alarmed_timer(TICK);
+        let alarm = {
+            let timer = timer.clone();
+            thread::spawn(move || ring(&timer, 2))
+        };
+        let mut sleep = timer.sleep_until(in_step(&timer, 2));
+        let (woken, waker) = flag();
+        let first = poll(&mut sleep, &waker);
+        alarm.join().unwrap();
+        assert!(
+            first.is_ready() || woken.0.load(Ordering::SeqCst),
+            "the alarm's pass was lost: pending {}, parked until {}",
+            timer.pending(),
+            parked_until(&timer)
+        );
+        assert!(poll(&mut sleep, &waker).is_ready());
+        assert_eq!(timer.pending(), 0);
+    });
+}
+
+/// The alarm going off while the driver's runtime drops it: the sleep is woken (fired
+/// by the pass, or drained by the loss) and nothing stays in the wheel.
+#[test]
+fn alarm_vs_driver_lost_completes_the_sleep() {
+    bounded().check(|| {
+        let timer = alarmed_timer(TICK);
+        let mut sleep = timer.sleep_until(in_step(&timer, 1));
+        let (woken, waker) = flag();
+        assert!(poll(&mut sleep, &waker).is_pending());
+        let alarm = {
+            let timer = timer.clone();
+            thread::spawn(move || ring(&timer, 1))
+        };
+        lose_driver(&timer);
+        alarm.join().unwrap();
+        assert!(woken.0.load(Ordering::SeqCst), "the sleep was never woken");
+        assert_eq!(timer.pending(), 0);
+        drop(sleep);
     });
 }

@@ -107,7 +107,7 @@ impl Shared {
                     tags.callbacks.set(key.index(), Tag { site, deadline });
                 }
                 drop(wheels);
-                self.parking.notify_if_earlier(step);
+                self.arm_if_earlier(step);
                 Ok((Registration { shard: index, key }, step))
             }
             Err((callback, why)) => {
@@ -243,7 +243,7 @@ impl Shared {
                 place.deadline.store(offset as u64, Ordering::Release);
                 wheels.reset += 1;
                 drop(wheels);
-                self.parking.notify_if_earlier(to);
+                self.arm_if_earlier(to);
                 true
             }
             Err(None) => false,

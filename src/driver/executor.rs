@@ -100,6 +100,11 @@ impl Executing {
         &self.executor
     }
 
+    /// Whether callbacks run on the driver task itself (`Executor::Inline`).
+    pub(super) fn runs_inline(&self) -> bool {
+        matches!(self.executor, Executor::Inline)
+    }
+
     /// Hands an expired callback of `timer` to the configured executor; `runtime` is
     /// the driver's, if it is still there (without it, `Spawn` and `Blocking` run the
     /// callback here).

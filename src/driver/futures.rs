@@ -96,7 +96,7 @@ impl Shared {
                     tags.futures.set(key.index(), Tag { site, deadline });
                 }
                 drop(wheels);
-                self.parking.notify_if_earlier(step);
+                self.arm_if_earlier(step);
                 Registered::Pending(Registration { shard: index, key })
             }
             Err((_, InsertError::Elapsed)) => Registered::Due,
@@ -200,7 +200,7 @@ impl Shared {
                 }
                 wheels.reset += 1;
                 drop(wheels);
-                self.parking.notify_if_earlier(to);
+                self.arm_if_earlier(to);
                 true
             }
             Err(due) => {

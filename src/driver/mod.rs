@@ -12,7 +12,10 @@
 //! * `context.rs` — entering a runtime's context without `Handle::enter`'s panics.
 //! * `runtime.rs` — the driver's runtime and the clock choice: which clock "now" is,
 //!   wherever the caller runs, and that clock once the runtime is gone (`Lost`).
-//! * `parking.rs` — publishing when the driver next wakes, without lost wakeups.
+//! * `alarm.rs` — Tokio's timer armed for the driver's next wakeup, whose waker turns
+//!   the wheels from Tokio's own pass over its timers.
+//! * `parking.rs` — publishing when the driver next wakes and arming the alarm for
+//!   it, under one lock, without lost wakeups.
 //! * `keep_alive.rs` — the timer's hold on itself while a detached callback is pending.
 //! * `progress.rs` — the driver's turns and its stop, for `catch_up` and `shutdown`.
 //! * `executor.rs` — handing expired callbacks to their executor, and the callbacks
@@ -27,9 +30,11 @@
 //!   runtime gone): never early, on another clock.
 //! * `anchor.rs` — the per-shard references handles hold the timer by, and, in a
 //!   timer that tracks call sites, those per shard and line.
-//! * `turn.rs` — one turn: advance the shards, fire, finish the turn.
+//! * `turn.rs` — one turn (the task's or the alarm's): advance the shards, fire,
+//!   finish the turn and park.
 //! * `shutdown.rs` — shutdown and the driver's loss, one walk over the shards.
-//! * `task.rs` — the Tokio task that turns, and when it asks Tokio to wake it.
+//! * `task.rs` — the Tokio task that turns when notified, and the alarm's waker that
+//!   turns when Tokio's timer fires.
 //! * `mod.rs` — this list, and what the rest of the crate uses.
 //!
 //! # Implementation
@@ -46,6 +51,7 @@
 //! only a `Weak` while it waits: when the last `Timer` clone and the last handle are
 //! gone, [`Shared`] drops, notifies the driver, and the driver ends.
 
+mod alarm;
 mod anchor;
 mod callbacks;
 mod context;
@@ -68,5 +74,7 @@ pub(crate) use fallbacks::FallbackKey;
 pub(crate) use futures::Registered;
 pub(crate) use shared::{Registration, Shared, REGISTRATION_BITS};
 pub(crate) use task::start;
+#[cfg(loom)]
+pub(crate) use task::{install_alarm_by_hand, lose_by_hand, ring_by_hand};
 #[cfg(loom)]
 pub(crate) use turn::Turn;

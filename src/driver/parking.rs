@@ -1,11 +1,14 @@
-//! Parking: publishing the step the driver will next wake at, so that a registration
-//! due earlier wakes it, without a lost wakeup.
+//! Parking: publishing the step the driver will next wake at, and arming Tokio's timer
+//! for it, so that a registration due earlier moves the wakeup, without a lost
+//! wakeup.
 //!
-//! A registration inserts into its shard, then reads [`Parking::until`]; the driver
-//! stores it, then reads every shard. With both sides sequentially consistent, at
-//! least one sees the other: either the registration sees the new value (and notifies
-//! if it is earlier), or the driver's second read of the shards sees the entry (loom:
-//! `registration_vs_park_loses_no_wakeup`).
+//! A registration inserts into its shard, then reads [`Parking::until`]; a park stores
+//! it, then reads every shard. With both sides sequentially consistent, at least one
+//! sees the other: either the registration sees the new value (and, if it is earlier,
+//! arms the alarm for its own step), or the park's second read of the shards sees the
+//! entry (loom: `registration_vs_park_loses_no_wakeup`). Parks and a registration's
+//! arming publish `until` and arm the [`Alarm`] under one lock, so the alarm is
+//! always armed for the `until` published last.
 //!
 //! Parking also tells a future whether its deadline can have passed without reading
 //! the clock ([`ClockBound`]): while the driver's wakeup is armed with Tokio's timer
@@ -13,10 +16,15 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Waker;
+use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
-use crate::sync::{AtomicI64, AtomicU64};
+use super::alarm::Alarm;
+use crate::clock::Clock;
+use crate::sync::{lock, AtomicI64, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 
 /// When the driver will next wake, and how to wake it sooner.
 #[derive(Debug)]
@@ -29,6 +37,52 @@ pub(super) struct Parking {
     notify: Arc<Notify>,
     /// Below what the driver's clock reads while its wakeup has not gone off.
     bound: Arc<ClockBound>,
+    /// Tokio's timer, armed for the end of the tick that holds `until`: `None` where no
+    /// runtime runs the driver, and once the driver's task is gone (its runtime's
+    /// timer may be shutting down then, and polling it would panic).
+    alarm: Mutex<Option<Alarm>>,
+    /// Whether the driver's clock may be paused, so that `bound` holds (see
+    /// [`ClockBound`]).
+    may_pause: bool,
+    /// The step whose end a loom model's alarm turns to (it never reads the clock).
+    #[cfg(loom)]
+    pub(super) alarm_step: std::sync::atomic::AtomicU64,
+    /// [`HELD`] while `alarm`'s lock is held; [`RANG`] from the alarm going off until
+    /// a pass takes it. One atomic, changed only by read-modify-writes, which are
+    /// totally ordered: an alarm that finds the lock held leaves its pass to the
+    /// holder, which takes `RANG` after clearing `HELD`, so one of the two sees the
+    /// other ([`Parking::ring`]).
+    state: AtomicUsize,
+}
+
+/// In [`Parking::state`]: someone holds the alarm's lock.
+const HELD: usize = 1;
+/// In [`Parking::state`]: the alarm went off, and no pass has answered it yet.
+const RANG: usize = 2;
+
+/// The alarm's lock, held; [`HELD`] in the state while it is.
+struct Held<'a> {
+    alarm: MutexGuard<'a, Option<Alarm>>,
+    state: &'a AtomicUsize,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        // Cleared while the lock is still held: the next holder sets it after taking it.
+        self.state.fetch_and(!HELD, Ordering::SeqCst);
+    }
+}
+
+/// What a park found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Parked {
+    /// Nothing pending: no wakeup until a registration.
+    Idle,
+    /// The alarm is armed for this step.
+    Until(u64),
+    /// This step, the next expiration, has ended already (the turn took that long):
+    /// turn again rather than wait.
+    Due(u64),
 }
 
 /// An upper bound on the driver's clock, as an offset from the timer's origin (see
@@ -74,13 +128,103 @@ impl ClockBound {
     }
 }
 
+/// When the driver, at `now`, asks Tokio to wake it for the next expiration `next`;
+/// `None` if that step has already ended (the turn took that long), so that the
+/// driver turns again instead of waiting for Tokio.
+///
+/// The driver wakes for the end of the configured tick that holds `next`
+/// ([`Clock::wake_step`]). Tokio's timer counts whole milliseconds from its runtime's
+/// start and rounds every deadline up to the next one. That end rarely falls on
+/// Tokio's grid (we cannot see where it lies), so asking for the end itself would wait
+/// for the millisecond boundary after it: a sleep Tokio would have woken at the
+/// boundary before the end waits one more millisecond with us. Asking for
+/// `end - 999_999 ns` makes Tokio round to the last boundary at or before the end
+/// instead, where it fires its own sleeps of that tick. If that boundary has already
+/// passed (the end is less than a millisecond away), Tokio would fire at once, so the
+/// driver asks for `now` instead, which Tokio rounds to the next boundary. Either way
+/// Tokio does the rounding against a grid only it knows: no boundary is guessed, none
+/// is ever in the past, and a wakeup at a boundary before the end (the turn fires only
+/// the steps that have ended) is followed by one at the next boundary.
+pub(super) fn wake_at(clock: &Clock, next: u64, now: Instant) -> Option<Instant> {
+    const ROUNDING: Duration = Duration::from_nanos(999_999);
+    if clock.step_end(next) <= now {
+        return None;
+    }
+    let end = clock.step_end(clock.wake_step(next));
+    let boundary_before_end = end.checked_sub(ROUNDING).unwrap_or(end);
+    Some(boundary_before_end.max(now + Duration::from_nanos(1)))
+}
+
+/// Tokio's timer's resolution: it rounds a deadline up to its next whole millisecond.
+const TOKIO_MILLISECOND: i64 = 1_000_000;
+
 impl Parking {
-    pub(super) fn new() -> Parking {
+    /// Parking for a driver whose clock may be paused (`may_pause`), with no alarm yet.
+    pub(super) fn new(may_pause: bool) -> Parking {
         Parking {
             until: AtomicU64::new(u64::MAX),
             notify: Arc::new(Notify::new()),
             bound: Arc::new(ClockBound::new()),
+            alarm: Mutex::new(None),
+            may_pause,
+            #[cfg(loom)]
+            alarm_step: std::sync::atomic::AtomicU64::new(0),
+            state: AtomicUsize::new(0),
         }
+    }
+
+    /// Takes the alarm's lock, marking it [`HELD`]. Whoever lets it go looks for a
+    /// ring it missed ([`answer`](Parking::answer) or [`rang`](Parking::rang)).
+    fn hold(&self) -> Held<'_> {
+        let alarm = lock(&self.alarm);
+        self.state.fetch_or(HELD, Ordering::SeqCst);
+        Held {
+            alarm,
+            state: &self.state,
+        }
+    }
+
+    /// Gives the driver its alarm, once its runtime runs it.
+    pub(super) fn install(&self, alarm: Alarm) {
+        *self.hold().alarm = Some(alarm);
+    }
+
+    /// Takes the alarm away: the driver's task is gone, and its runtime's timer may be
+    /// about to shut down. Dropped here, before that timer is, so that it is never
+    /// polled once it would panic. The bound goes with it.
+    pub(super) fn uninstall(&self) {
+        let alarm = self.hold().alarm.take();
+        self.bound.clear();
+        drop(alarm);
+    }
+
+    /// The alarm went off: returns whether the caller passes over the wheels now
+    /// (then, for as long as [`answer`](Parking::answer) says so). `false` when the
+    /// alarm's lock is held, by this thread (Tokio fired the alarm on the spot while
+    /// it was being armed) or another: the holder passes after letting it go.
+    pub(super) fn ring(&self) -> bool {
+        // Tokio has fired the wakeup: its clock may have reached the bound.
+        self.bound.clear();
+        self.state.fetch_or(RANG, Ordering::SeqCst) & HELD == 0
+    }
+
+    /// The alarm's waker, if it is installed.
+    #[cfg(loom)]
+    pub(super) fn alarm_waker(&self) -> Option<Waker> {
+        self.hold()
+            .alarm
+            .as_ref()
+            .map(|alarm| alarm.waker().clone())
+    }
+
+    /// Takes the pass owed for a ring, if one is.
+    pub(super) fn answer(&self) -> bool {
+        self.state.fetch_and(!RANG, Ordering::SeqCst) & RANG != 0
+    }
+
+    /// Whether a pass is owed, without taking it.
+    fn rang(&self) -> bool {
+        self.state.fetch_or(0, Ordering::SeqCst) & RANG != 0
     }
 
     /// The bound the driver's clock is known to be below (the driver task holds it
@@ -110,19 +254,86 @@ impl Parking {
         self.until.load(Ordering::SeqCst)
     }
 
-    /// Wakes the driver if it is parked until after `step`. Called after the entry is
-    /// in its shard.
+    /// Moves the alarm to `step` if the driver is parked until after it: a
+    /// registration's, called after the entry is in its shard. `now` reads the driver's
+    /// clock (read only if the alarm moves). If the alarm went off meanwhile, or
+    /// `step` has ended, returns the alarm's waker for the caller to wake, after its
+    /// locks, for the pass that is owed.
     #[inline]
-    pub(super) fn notify_if_earlier(&self, step: u64) {
+    pub(super) fn arm_if_earlier(
+        &self,
+        step: u64,
+        clock: &Clock,
+        now: impl FnOnce() -> Instant,
+    ) -> Option<Waker> {
         if step < self.until.load(Ordering::SeqCst) {
-            self.until.fetch_min(step, Ordering::SeqCst);
-            self.notify.notify_one();
+            self.arm_earlier(step, clock, now)
+        } else {
+            None
         }
     }
 
-    /// Publishes the step the driver will wake at and returns it: the earliest of
-    /// `next_expiration` (which reads every shard), read before and after publishing.
-    pub(super) fn park(&self, next_expiration: impl Fn() -> Option<u64>) -> Option<u64> {
+    #[cold]
+    #[inline(never)]
+    fn arm_earlier(
+        &self,
+        step: u64,
+        clock: &Clock,
+        now: impl FnOnce() -> Instant,
+    ) -> Option<Waker> {
+        let mut held = self.hold();
+        // A park since the check above may have armed it earlier still.
+        if step >= self.until.load(Ordering::SeqCst) {
+            return None;
+        }
+        self.until.store(step, Ordering::SeqCst);
+        let alarm = held.alarm.as_mut()?;
+        let now = now();
+        let owed = wake_at(clock, step, now).is_none() || self.arm(alarm, clock, step, now);
+        let waker = alarm.waker().clone();
+        drop(held);
+        // Looked at once the lock is let go: a ring that found it held owes its pass
+        // to this caller.
+        (owed || self.rang()).then_some(waker)
+    }
+
+    /// Arms `alarm` for `step`, which has not ended at `now`, and the bound with it.
+    /// Returns whether the alarm went off on the spot: then a pass is owed.
+    fn arm(&self, alarm: &mut Alarm, clock: &Clock, step: u64, now: Instant) -> bool {
+        let Some(at) = wake_at(clock, step, now) else {
+            debug_assert!(false, "armed for a step that has ended");
+            return true;
+        };
+        // Tokio fires the wakeup before its clock reaches its next whole millisecond
+        // at or after `at`. Stored before arming: until then the previous wakeup, if
+        // any, is still armed, and a larger bound than its own is still above the
+        // clock.
+        if self.may_pause {
+            self.bound.arm(
+                clock
+                    .unclamped_offset_of(at)
+                    .saturating_add(TOKIO_MILLISECOND),
+            );
+        }
+        let went_off = alarm.arm(at);
+        if went_off {
+            self.bound.clear();
+        }
+        went_off
+    }
+
+    /// Publishes the step the driver will wake at, the earliest of `next_expiration`
+    /// (which reads every shard) read before and after publishing, and arms the alarm
+    /// for it at `now` (the driver's clock), all under the alarm's lock. With nothing
+    /// pending the alarm is left as it was: at most one wakeup after the timer
+    /// empties, which finds nothing and arms nothing.
+    pub(super) fn park(
+        &self,
+        clock: &Clock,
+        now: impl FnOnce() -> Instant,
+        next_expiration: impl Fn() -> Option<u64>,
+    ) -> Parked {
+        let mut held = self.hold();
         // `u64::MAX` stands for "nothing pending" (`None` would sort first).
         let next = next_expiration().unwrap_or(u64::MAX);
         self.until.store(next, Ordering::SeqCst);
@@ -132,6 +343,75 @@ impl Parking {
         if park < next {
             self.until.fetch_min(park, Ordering::SeqCst);
         }
-        (park != u64::MAX).then_some(park)
+        if park == u64::MAX {
+            self.bound.clear();
+            return Parked::Idle;
+        }
+        let Some(alarm) = held.alarm.as_mut() else {
+            return Parked::Until(park);
+        };
+        let now = now();
+        if wake_at(clock, park, now).is_none() {
+            self.bound.clear();
+            return Parked::Due(park);
+        }
+        if self.arm(alarm, clock, park, now) {
+            // Went off on the spot: answered by a pass, as any ring.
+            self.state.fetch_or(RANG, Ordering::SeqCst);
+        }
+        Parked::Until(park)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_alarm_going_off_clears_the_bound_and_owes_one_pass() {
+        let parking = Parking::new(true);
+        assert!(
+            !parking.bound.is_before(i64::MAX - 1),
+            "known before any wakeup"
+        );
+        parking.bound.arm(1_000);
+        assert!(parking.bound.is_before(1_000));
+        assert!(!parking.bound.is_before(999));
+        assert!(parking.ring(), "nobody holds the alarm: the ringer passes");
+        assert!(
+            !parking.bound.is_before(i64::MAX - 1),
+            "unknown once gone off"
+        );
+        assert!(parking.answer());
+        assert!(!parking.answer(), "one pass for one ring");
+        // Rung while the alarm is held (armed here, or by another thread): the holder
+        // passes after letting it go.
+        let held = parking.hold();
+        parking.bound.arm(2_000);
+        assert!(!parking.ring());
+        assert!(!parking.bound.is_before(i64::MAX - 1));
+        drop(held);
+        assert!(parking.answer(), "the holder finds the pass owed");
+    }
+
+    #[test]
+    fn the_driver_asks_tokio_for_the_millisecond_before_a_ticks_end_or_turns_again() {
+        let origin = Instant::now();
+        let us = |n: u64| origin + Duration::from_micros(n);
+        // 10 ms ticks of four 2.5 ms steps: step 2 ends at 5 ms, in the
+        // configured tick that ends at 10 ms; Tokio's millisecond before that end
+        // starts within (9, 10] ms, which `end - 999_999 ns` rounds to.
+        let clock = Clock::new(origin, Duration::from_millis(10), 4);
+        let before_end = us(10_000) - Duration::from_nanos(999_999);
+        assert_eq!(wake_at(&clock, 2, us(1_000)), Some(before_end));
+        assert_eq!(wake_at(&clock, 4, us(4_999)), Some(before_end));
+        // That millisecond has begun: ask for now, which Tokio rounds to the next.
+        assert_eq!(
+            wake_at(&clock, 4, us(9_500)),
+            Some(us(9_500) + Duration::from_nanos(1))
+        );
+        // The step has ended while the turn ran: turn again, do not wait.
+        assert_eq!(wake_at(&clock, 2, us(5_000)), None);
+        assert_eq!(wake_at(&clock, 4, us(10_001)), None);
     }
 }

@@ -255,11 +255,17 @@ impl Shared {
             })
             .collect();
         let clock = Clock::new(Instant::now(), config.tick, steps_per_tick);
+        let runtime = DriverRuntime::new(runtime, config.real_clock, &clock);
         Arc::new(Shared {
             shards,
-            runtime: DriverRuntime::new(runtime, config.real_clock, &clock),
+            // The bound holds only while the clock stands still between Tokio's passes
+            // over its timers, that is, while it is paused: a real clock runs on while
+            // a busy runtime has yet to fire the wakeup, and a caller on another
+            // runtime never waits for this one's pass. So a driver whose clock is never
+            // paused (where the clock is cheap to read: no runtime handle) arms none.
+            parking: Parking::new(!runtime.has_real_clock()),
+            runtime,
             clock,
-            parking: Parking::new(),
             shutdown: AtomicBool::new(false),
             fallbacks: Fallbacks::new(),
             pending_callbacks: AtomicUsize::new(0),
@@ -405,6 +411,20 @@ impl Shared {
     #[cfg(test)]
     pub(crate) fn site_sources(&self) -> usize {
         lock(&self.site_sources).len()
+    }
+
+    /// Moves the driver's alarm to `step` if it is armed for later: a registration's,
+    /// once its entry is in its shard and its lock released. If the alarm went off
+    /// meanwhile (or `step` has ended), the pass it owes runs here, through the
+    /// alarm's waker.
+    #[inline]
+    pub(super) fn arm_if_earlier(&self, step: u64) {
+        if let Some(alarm) = self
+            .parking
+            .arm_if_earlier(step, &self.clock, || self.now())
+        {
+            alarm.wake();
+        }
     }
 
     /// "Now" for a deadline given relative to it, on the clock the driver follows,

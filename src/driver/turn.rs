@@ -1,7 +1,11 @@
 //! One turn of the driver, in three steps: advance every shard to the clock, taking
 //! out what is due under each shard's lock; fire it (wake the futures, dispatch the
-//! callbacks) outside the locks; finish the turn (record it, then say whether to turn
-//! again, park, or exit).
+//! callbacks) outside the locks; finish the turn (record it, then park: publish the
+//! next wakeup and arm the alarm for it, or say to turn again, or exit).
+//!
+//! A turn is taken by the driver task, or by a pass of the alarm's waker, from Tokio's
+//! own pass over its timers ([`Runner`]). Two may run at once: each advances a shard
+//! only under its lock and only forward, and parks under the alarm's lock.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering};
@@ -11,6 +15,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::parking::Parked;
 use super::shared::{Shard, Shared, Wheels};
 use crate::callback::Callback;
 use crate::clock::Clock;
@@ -39,13 +44,27 @@ impl fmt::Debug for Payload {
 }
 
 /// What the driver does after a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Turn {
-    /// More is due right now: yield, then turn again.
+    /// More is due right now: a shard stopped at its batch, or the next expiration
+    /// ended while the turn ran. Yield, then turn again.
     Again,
-    /// Caught up with the clock; `next` is the wheels' next expiration, if any.
-    Park { next: Option<u64> },
+    /// Caught up with the clock; the alarm is armed for the wheels' next expiration
+    /// (`Some`), or nothing is pending.
+    Parked { next: Option<u64> },
     /// The timer was shut down.
     Exit,
+}
+
+/// Who takes a turn, and so what it may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Runner {
+    /// The driver task: runs everything, callbacks on the `Inline` executor too.
+    Task,
+    /// The alarm's waker, inside Tokio's pass over its timers: wakes the futures and
+    /// hands callbacks to their executor; but where callbacks run inline, it leaves
+    /// the callbacks' wheels to the driver task, and wakes it when one is due.
+    Alarm,
 }
 
 /// The lateness buckets of what one turn fires: for futures, from the start of their
@@ -122,62 +141,94 @@ struct Advanced {
     complete: bool,
     /// A shard was found shut down; the shards after it were left as they were.
     shut_down: bool,
+    /// A callbacks' wheel left to the driver task has a step that has ended.
+    callbacks_due: bool,
 }
 
-/// Takes what is due by `step` out of one shard's two wheels (`wheels`, under its
-/// lock), at most [`BATCH`] entries from each, into `expired`, counting their
-/// lateness, and mirrors the elapsed step in the shard. Returns whether both wheels
-/// reached `step`, and how many callbacks were taken out.
+/// What [`take_due`] took out of one shard.
+struct Taken {
+    /// Every wheel it advanced reached the step.
+    done: bool,
+    /// Callbacks taken out.
+    callbacks: usize,
+    /// The callbacks' wheel, left where it was, has a step that has ended.
+    callbacks_due: bool,
+}
+
+/// Takes what is due by `step` out of one shard's wheels (`wheels`, under its lock),
+/// at most [`BATCH`] entries from each, into `expired`, counting their lateness, and
+/// mirrors the futures' elapsed step in the shard. The callbacks' wheel only if
+/// `callbacks`: else it stays for the driver task, which runs them.
 #[inline]
 fn take_due(
     shard: &Shard,
     wheels: &mut Wheels,
     step: u64,
+    callbacks: bool,
     lateness: &mut LatenessTally<'_>,
     expired: &mut Vec<Payload>,
-) -> (bool, usize) {
+) -> Taken {
     let mut fired_callbacks = 0;
     let futures_done = wheels.futures.advance(step, BATCH, |step, waker| {
         lateness.count(step);
         expired.push(Payload::Wake(waker));
     });
-    let callbacks_done = wheels.callbacks.advance(step, BATCH, |_, callback| {
-        lateness.count_deadline(callback.deadline());
-        // Taken out under the lock: from here on `cancel` returns false and
-        // `is_expired` true, with no moment in between.
-        fired_callbacks += 1;
-        expired.push(Payload::Callback(callback));
-    });
+    let callbacks_done = !callbacks
+        || wheels.callbacks.advance(step, BATCH, |_, callback| {
+            lateness.count_deadline(callback.deadline());
+            // Taken out under the lock: from here on `cancel` returns false and
+            // `is_expired` true, with no moment in between.
+            fired_callbacks += 1;
+            expired.push(Payload::Callback(callback));
+        });
     shard
         .elapsed
         .store(wheels.futures.elapsed(), Ordering::Release);
     debug_assert!(
-        !(futures_done && callbacks_done)
+        !(callbacks && futures_done && callbacks_done)
             || (wheels.futures.elapsed() == wheels.callbacks.elapsed()
                 && shard.elapsed.load(Ordering::Relaxed) == wheels.futures.elapsed()),
-        "after a shard's turn its two wheels and their mirror agree on the elapsed step"
+        "after a shard's whole turn its two wheels and their mirror agree on the elapsed step"
     );
-    (futures_done && callbacks_done, fired_callbacks)
+    Taken {
+        done: futures_done && callbacks_done,
+        callbacks: fired_callbacks,
+        callbacks_due: !callbacks
+            && wheels
+                .callbacks
+                .next_expiration()
+                .is_some_and(|next| next <= step),
+    }
 }
 
 impl Shared {
     /// One turn of the driver: processes every step the clock has passed (at most
     /// [`BATCH`] expirations per shard), then, outside the locks, wakes the futures and
     /// dispatches the callbacks that fired.
-    pub(super) fn turn(self: &Arc<Self>, expired: &mut Vec<Payload>) -> Turn {
-        self.turn_with(Instant::now, expired)
+    ///
+    /// The driver task reads the clock as `Instant::now()`, on the driver's runtime;
+    /// the alarm reads the driver's clock from wherever Tokio fires it
+    /// ([`Shared::now`]).
+    pub(super) fn turn(self: &Arc<Self>, runner: Runner, expired: &mut Vec<Payload>) -> Turn {
+        match runner {
+            Runner::Task => self.turn_with(Instant::now, Instant::now, runner, expired),
+            Runner::Alarm => self.turn_with(|| self.now(), || self.now(), runner, expired),
+        }
     }
 
     /// [`turn`](Shared::turn) as if the clock read `now`.
     #[cfg(any(test, loom))]
     pub(crate) fn turn_to(self: &Arc<Self>, now: Instant, expired: &mut Vec<Payload>) -> Turn {
-        self.turn_with(|| now, expired)
+        self.turn_with(|| now, || now, Runner::Task, expired)
     }
 
-    /// [`turn`](Shared::turn), reading the clock with `clock`.
-    fn turn_with(
+    /// [`turn`](Shared::turn), reading the clock with `clock` for the turn and with
+    /// `park_clock` to arm the alarm once it is done.
+    pub(super) fn turn_with(
         self: &Arc<Self>,
         clock: impl FnOnce() -> Instant,
+        park_clock: impl FnOnce() -> Instant,
+        runner: Runner,
         expired: &mut Vec<Payload>,
     ) -> Turn {
         if self.is_shutdown() {
@@ -187,19 +238,30 @@ impl Shared {
         let turn = self.progress.start_turn();
         let now = clock();
         self.parking.busy();
-        let advanced = self.advance_shards(now, expired);
-        self.fire(expired);
-        self.finish_turn(turn, advanced)
+        let callbacks = runner == Runner::Task || !self.executing.runs_inline();
+        let advanced = self.advance_shards(now, callbacks, expired);
+        self.fire(expired, runner);
+        if advanced.callbacks_due {
+            self.parking.wake_driver();
+        }
+        self.finish_turn(turn, advanced, callbacks, park_clock)
     }
 
     /// Advances every shard to `now`, each under its lock, taking out what is due
-    /// into `expired`, and counts it out (callbacks pending, lateness).
-    fn advance_shards(&self, now: Instant, expired: &mut Vec<Payload>) -> Advanced {
+    /// into `expired` (from the callbacks' wheels only if `callbacks`), and counts it
+    /// out (callbacks pending, lateness).
+    fn advance_shards(
+        &self,
+        now: Instant,
+        callbacks: bool,
+        expired: &mut Vec<Payload>,
+    ) -> Advanced {
         let step = self.clock.step_now(now);
         let mut lateness = LatenessTally::new(&self.clock, now);
         let mut advanced = Advanced {
             complete: true,
             shut_down: false,
+            callbacks_due: false,
         };
         let mut fired_callbacks = 0;
         for shard in self.shards.iter() {
@@ -210,9 +272,10 @@ impl Shared {
                 advanced.shut_down = true;
                 break;
             }
-            let (complete, callbacks) = take_due(shard, &mut wheels, step, &mut lateness, expired);
-            advanced.complete &= complete;
-            fired_callbacks += callbacks;
+            let taken = take_due(shard, &mut wheels, step, callbacks, &mut lateness, expired);
+            advanced.complete &= taken.done;
+            advanced.callbacks_due |= taken.callbacks_due;
+            fired_callbacks += taken.callbacks;
             let released = (wheels.release_futures(), wheels.release_callbacks());
             drop(wheels);
             drop(released);
@@ -225,8 +288,10 @@ impl Shared {
     }
 
     /// Fires what the shards handed out, outside their locks: wakes the futures,
-    /// dispatches the callbacks, then runs the callbacks executors handed back.
-    fn fire(self: &Arc<Self>, expired: &mut Vec<Payload>) {
+    /// dispatches the callbacks, then, on the driver task, runs the callbacks
+    /// executors handed back (the alarm leaves those to the task, which a hand-back
+    /// notifies).
+    fn fire(self: &Arc<Self>, expired: &mut Vec<Payload>, runner: Runner) {
         for payload in expired.drain(..) {
             match payload {
                 Payload::Wake(waker) => self.wake_caught(waker),
@@ -236,14 +301,25 @@ impl Shared {
                 }
             }
         }
-        // Taken after dispatching, so that an executor that hands a job straight back
-        // has it run in this turn: a detached callback's keep-alive is gone by now, and
-        // this turn may be the timer's last.
-        self.executing.run_handed_back(&**self);
+        if runner == Runner::Task {
+            // Taken after dispatching, so that an executor that hands a job straight
+            // back has it run in this turn: a detached callback's keep-alive is gone by
+            // now, and this turn may be the timer's last.
+            self.executing.run_handed_back(&**self);
+        }
     }
 
-    /// Records the turn (for `catch_up`) and says what the driver does next.
-    fn finish_turn(&self, turn: u64, advanced: Advanced) -> Turn {
+    /// Records the turn (for `catch_up`), then parks (arming the alarm, reading the
+    /// clock with `clock`) and says what the driver does next.
+    /// A turn that left the callbacks' wheels to the driver task (`!callbacks`) arms
+    /// the alarm for no callback already due: it woke the task for those.
+    fn finish_turn(
+        &self,
+        turn: u64,
+        advanced: Advanced,
+        callbacks: bool,
+        clock: impl FnOnce() -> Instant,
+    ) -> Turn {
         self.progress.end_turn(turn, advanced.complete);
         if advanced.shut_down {
             return Turn::Exit;
@@ -251,16 +327,37 @@ impl Shared {
         if !advanced.complete {
             return Turn::Again;
         }
-        Turn::Park {
-            next: self.parking.park(|| self.next_expiration()),
+        match self
+            .parking
+            .park(&self.clock, clock, || self.next_expiration(callbacks))
+        {
+            Parked::Idle => Turn::Parked { next: None },
+            Parked::Until(step) => Turn::Parked { next: Some(step) },
+            Parked::Due(_) => Turn::Again,
         }
     }
 
-    /// The earliest step pending in any shard.
-    fn next_expiration(&self) -> Option<u64> {
+    /// The earliest step pending in any shard. Unless `callbacks`, a callback whose
+    /// step has been processed in the futures' wheel is not counted: the driver task,
+    /// woken for it, takes it (and parks for it, should it stop at its batch).
+    fn next_expiration(&self, callbacks: bool) -> Option<u64> {
         self.shards
             .iter()
-            .filter_map(|s| lock(&s.wheels).next_expiration())
+            .filter_map(|s| {
+                let wheels = lock(&s.wheels);
+                if callbacks {
+                    return wheels.next_expiration();
+                }
+                let processed = wheels.futures.elapsed();
+                let callback = wheels
+                    .callbacks
+                    .next_expiration()
+                    .filter(|&step| step > processed);
+                match (wheels.futures.next_expiration(), callback) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            })
             .min()
     }
 
@@ -315,6 +412,8 @@ mod tests {
                 returned |= catch_up.as_mut().poll(&mut cx).is_ready();
                 now
             },
+            || shared.clock.step_end(1),
+            Runner::Task,
             &mut expired,
         );
         returned |= catch_up.as_mut().poll(&mut cx).is_ready();

@@ -1,0 +1,82 @@
+//! The driver's alarm: Tokio's timer, armed for the driver's next wakeup, whose waker
+//! passes over the wheels itself.
+//!
+//! A task woken by Tokio's timer runs only once every task ahead of it in the run
+//! queue has, and the tasks it wakes then queue behind those that became ready
+//! meanwhile: under load a timer fired by a driver *task* waits twice. Tokio's own
+//! sleeps wake their tasks straight from the runtime's pass over its timers. The
+//! alarm's waker (`task::Wakeup`) does the same: called by that pass, it advances the
+//! wheels and wakes every due future's task there, so a due timer's task waits once,
+//! as a Tokio sleep's does. What must run on the driver task (callbacks on the
+//! `Inline` executor, those an executor handed back) is left to it.
+//!
+//! Tokio calls wakers with its own locks released, so the waker may take the shards'
+//! locks. Arming resets and polls the `Sleep` under [`Parking`](super::parking)'s
+//! lock, and Tokio may fire it on the spot (a deadline it counts as passed already):
+//! the waker then finds that lock held and leaves its pass to the holder
+//! (`Parking::ring`), so no user waker ever runs under a lock of ours.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::{pin, Pin};
+use std::task::{Context, Waker};
+
+use tokio::time::{Instant, Sleep};
+
+/// Tokio's sleep for the driver's next wakeup, and the waker it wakes.
+pub(super) struct Alarm {
+    /// `None` only in the loom models, which ring the alarm by hand.
+    sleep: Option<Pin<Box<Sleep>>>,
+    /// The driver's `Wakeup`: what Tokio's timer calls when the sleep goes off.
+    waker: Waker,
+}
+
+impl fmt::Debug for Alarm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Alarm")
+            .field(
+                "deadline",
+                &self.sleep.as_ref().map(|sleep| sleep.deadline()),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Alarm {
+    /// An alarm on `sleep` (made on the driver's runtime, which times it) that wakes
+    /// `waker`.
+    pub(super) fn new(sleep: Pin<Box<Sleep>>, waker: Waker) -> Alarm {
+        Alarm {
+            sleep: Some(sleep),
+            waker,
+        }
+    }
+
+    /// An alarm that Tokio never fires: a loom model rings it by hand.
+    #[cfg(loom)]
+    pub(super) fn by_hand(waker: Waker) -> Alarm {
+        Alarm { sleep: None, waker }
+    }
+
+    /// The waker the alarm wakes.
+    pub(super) fn waker(&self) -> &Waker {
+        &self.waker
+    }
+
+    /// Arms the alarm for `at`. Returns `true` if it has gone off already: Tokio fired
+    /// it on the spot (its waker then found the caller's lock held) or it was due.
+    ///
+    /// Polled outside the coop budget: this may run inside any task's poll (a
+    /// registration), and a task that has spent its budget would have Tokio's sleep
+    /// return `Pending` without registering, waking the alarm's waker instead.
+    pub(super) fn arm(&mut self, at: Instant) -> bool {
+        let Some(sleep) = &mut self.sleep else {
+            return false;
+        };
+        sleep.as_mut().reset(at);
+        let mut cx = Context::from_waker(&self.waker);
+        pin!(tokio::task::unconstrained(sleep.as_mut()))
+            .poll(&mut cx)
+            .is_ready()
+    }
+}
