@@ -9,18 +9,24 @@
 //! A timeout is for the bad minute: a server behind on its work answers 503 once a
 //! request's deadline has passed, and how soon after the deadline that answer leaves
 //! is what its clients see. Here a hyper HTTP/1 server on 127.0.0.1 (two workers) runs
-//! every request under a 100 ms `TimeoutLayer`; each request's handler works in short
-//! spins on the clock, yielding between them, for a length the client picks at random,
-//! and a fixed number of keep-alive clients (on a runtime of their own) send requests
-//! back to back for a fixed window, so the server's run queue stays full and many
-//! requests outlive their deadline. Each stack runs on a fresh server runtime, the
-//! stacks taking turns for a few rounds; each figure is the median of the rounds.
+//! every request under a 100 ms `TimeoutLayer`, and a fixed number of keep-alive
+//! clients (on a runtime of their own) send requests back to back for a fixed window.
+//! Most clients ask for work: a few short spins on the clock, yielding between them,
+//! more together than two workers get through, so the server's run queue stays full. The others ask for an answer
+//! from a slow upstream (a thread of its own standing in for a database or another
+//! service), which comes after a random 50–149 ms: many of those requests are waiting,
+//! not being polled, when their deadline passes, so their timeout answer comes only as
+//! soon as the timer wakes their task through the full run queue, which is what is
+//! measured. Each stack runs on a fresh server runtime, the stacks taking turns for a
+//! few rounds; each figure is the median of the rounds.
 //!
-//! Two figures per timed-out request, both after the deadline (the instant the server
-//! called the timeout service, plus 100 ms): when the server saw the timeout fire
-//! (the connection's task ran with the `Elapsed` error), and when the client received
-//! the 503 (the deadline travels in a response header; client and server share the
-//! process's clock).
+//! Two figures per timed-out upstream request, both after the deadline (the instant the
+//! server called the timeout service, plus 100 ms): when the server saw the timeout
+//! fire (the connection's task ran with the `Elapsed` error), and when the client
+//! received the 503 (the deadline travels in a response header; client and server
+//! share the process's clock). Work requests that time out (while being polled, so
+//! their timeout is found at their next poll rather than woken) are counted and shown
+//! apart.
 //!
 //! The stacks: tower's `TimeoutLayer::new`, on the server runtime's Tokio timer; this
 //! crate's `TimeoutLayer::new` (the default timer: its own thread, 10 ms tick; with
@@ -29,9 +35,10 @@
 //! server's runtime. It stops by itself in about 20 s; every request must be answered,
 //! 200 or 503, or it panics.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Empty, Full};
@@ -40,6 +47,7 @@ use hyper::server::conn::http1;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
 use tokio_wheel::Timer;
 use tower::timeout::error::Elapsed;
 use tower::util::BoxCloneService;
@@ -49,7 +57,7 @@ use tower::{BoxError, Layer, Service, ServiceExt};
 const TIMEOUT: Duration = Duration::from_millis(100);
 
 /// How long a handler holds its thread between yields.
-const STEP: Duration = Duration::from_micros(50);
+const STEP: Duration = Duration::from_micros(100);
 
 /// The tick of the explicit `Timer`.
 const EXPLICIT_TICK: Duration = Duration::from_millis(1);
@@ -68,25 +76,37 @@ const DEADLINE_HEADER: &str = "x-deadline-ns";
 /// The shape of a run.
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
-    /// Keep-alive connections, each with one request in flight at a time.
-    pub clients: usize,
+    /// Keep-alive connections asking for work, one request in flight each.
+    pub work_clients: usize,
+    /// Each work request asks for a whole number of [`STEP`]s, from 1 to this.
+    pub work_steps: u64,
+    /// Keep-alive connections asking for the upstream's answer, one request in flight
+    /// each.
+    pub upstream_clients: usize,
+    /// The upstream answers after this plus a whole number of milliseconds below
+    /// [`upstream_spread`](Self::upstream_spread), drawn for each request.
+    pub upstream_min: Duration,
+    /// The spread of the upstream's delays above
+    /// [`upstream_min`](Self::upstream_min).
+    pub upstream_spread: Duration,
     /// How long the clients keep sending new requests, per stack and round.
     pub window: Duration,
     /// Rounds; every stack runs once in each.
     pub rounds: usize,
-    /// Each request asks for a whole number of [`STEP`]s of work, from 1 to this.
-    pub max_steps: u64,
 }
 
 impl Config {
-    /// What `main` runs: the work a request asks for is, on average, about what the
-    /// server can do for all clients within the deadline, so many requests miss it
-    /// and many make it.
+    /// What `main` runs: enough work requests to keep two workers' run queues full,
+    /// each short enough that most are answered within the deadline even so; upstream
+    /// delays around the deadline, so about half of those requests miss it.
     pub const RUN: Config = Config {
-        clients: 400,
+        work_clients: 300,
+        work_steps: 4,
+        upstream_clients: 100,
+        upstream_min: Duration::from_millis(50),
+        upstream_spread: Duration::from_millis(100),
         window: Duration::from_secs(2),
         rounds: 3,
-        max_steps: 20,
     };
 }
 
@@ -125,10 +145,15 @@ pub struct Round {
     pub ok: usize,
     /// Of them, answered 503: timed out.
     pub timed_out: usize,
-    /// Per timed-out request: when the server saw its timeout fire, after the deadline.
+    /// Per timed-out upstream request: when the server saw its timeout fire, after the
+    /// deadline.
     pub fired: Vec<Duration>,
-    /// Per timed-out request: when the client received the 503, after the deadline.
+    /// Per timed-out upstream request: when the client received the 503, after the
+    /// deadline.
     pub received: Vec<Duration>,
+    /// Per timed-out work request: when the server saw its timeout fire, after the
+    /// deadline.
+    pub fired_at_work: Vec<Duration>,
 }
 
 /// A stack's rounds, summed up.
@@ -156,7 +181,8 @@ impl Report {
         figures[figures.len() / 2]
     }
 
-    /// p50 and p99, ms after the deadline, of when the timeout fired at the server.
+    /// p50 and p99, ms after the deadline, of when an upstream request's timeout fired
+    /// at the server.
     pub fn fired_ms(&self) -> (f64, f64) {
         (
             self.median_of_rounds(|r| &r.fired, 0.5),
@@ -169,6 +195,15 @@ impl Report {
         (
             self.median_of_rounds(|r| &r.received, 0.5),
             self.median_of_rounds(|r| &r.received, 0.99),
+        )
+    }
+
+    /// p50 and p99, ms after the deadline, of when a work request's timeout fired at
+    /// the server.
+    pub fn fired_at_work_ms(&self) -> (f64, f64) {
+        (
+            self.median_of_rounds(|r| &r.fired_at_work, 0.5),
+            self.median_of_rounds(|r| &r.fired_at_work, 0.99),
         )
     }
 }
@@ -192,7 +227,7 @@ fn origin() -> Instant {
 }
 
 /// A small, seedable source of request lengths: SplitMix64 (Steele, Lea and Flood),
-/// one per client, so the run asks for the same work on every stack.
+/// one per client, so the run asks for the same on every stack.
 struct SplitMix(u64);
 
 impl SplitMix {
@@ -205,30 +240,78 @@ impl SplitMix {
     }
 }
 
-/// The handler: `/work/{steps}` spins for that many [`STEP`]s, yielding between
-/// them, as a handler that computes in pieces does; then answers 200.
-async fn work(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    let steps: u64 = request
-        .uri()
-        .path()
-        .strip_prefix("/work/")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    for _ in 0..steps {
-        let until = Instant::now() + STEP;
-        while Instant::now() < until {
-            std::hint::spin_loop();
+/// A call to the upstream: when to answer, and where.
+type Call = (Instant, oneshot::Sender<()>);
+
+/// The slow upstream: answers each call when it asks, from a thread of its own, until
+/// every sender of calls is gone. Its own timing is not measured and owes nothing to
+/// the stacks compared: it only keeps requests waiting while their deadline passes.
+fn upstream(calls: mpsc::Receiver<Call>) {
+    // Keyed by when, then by arrival, as two calls may ask for the same instant.
+    let mut waiting: BTreeMap<(Instant, u64), oneshot::Sender<()>> = BTreeMap::new();
+    let mut arrivals = 0;
+    loop {
+        let call = match waiting.first_key_value() {
+            None => calls
+                .recv()
+                .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+            Some(((at, _), _)) => calls.recv_timeout(at.saturating_duration_since(Instant::now())),
+        };
+        match call {
+            Ok((at, reply)) => {
+                waiting.insert((at, arrivals), reply);
+                arrivals += 1;
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
         }
-        tokio::task::yield_now().await;
+        let now = Instant::now();
+        while let Some(call) = waiting.first_entry() {
+            if call.key().0 > now {
+                break;
+            }
+            // A request that timed out has dropped its receiver: nothing to answer.
+            let _ = call.remove().send(());
+        }
+    }
+}
+
+/// The handler. `/work/{steps}` spins for that many [`STEP`]s, yielding between them,
+/// as a handler that computes in pieces does; `/upstream/{ms}` waits for the
+/// upstream's answer, due that many milliseconds after the call. Then 200.
+async fn handle(
+    request: Request<Incoming>,
+    upstream: mpsc::Sender<Call>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let path = request.uri().path();
+    let number = |prefix| {
+        path.strip_prefix(prefix)
+            .and_then(|n: &str| n.parse::<u64>().ok())
+    };
+    if let Some(steps) = number("/work/") {
+        for _ in 0..steps {
+            let until = Instant::now() + STEP;
+            while Instant::now() < until {
+                std::hint::spin_loop();
+            }
+            tokio::task::yield_now().await;
+        }
+    } else if let Some(ms) = number("/upstream/") {
+        let (reply, answered) = oneshot::channel();
+        let at = Instant::now() + Duration::from_millis(ms);
+        if upstream.send((at, reply)).is_ok() {
+            let _ = answered.await;
+        }
     }
     Ok(Response::new(Full::new(Bytes::from_static(b"done\n"))))
 }
 
 type Handler = BoxCloneService<Request<Incoming>, Response<Full<Bytes>>, BoxError>;
 
-/// The handler under `stack`'s 100 ms timeout; `timer` for [`Stack::WheelExplicit`].
-fn under_timeout(stack: Stack, timer: Option<Timer>) -> Handler {
-    let handler = tower::service_fn(work);
+/// The handler, calling `upstream`, under `stack`'s 100 ms timeout; `timer` for
+/// [`Stack::WheelExplicit`].
+fn under_timeout(stack: Stack, timer: Option<Timer>, upstream: mpsc::Sender<Call>) -> Handler {
+    let handler = tower::service_fn(move |request| handle(request, upstream.clone()));
     match stack {
         Stack::Tower => {
             BoxCloneService::new(tower::timeout::TimeoutLayer::new(TIMEOUT).layer(handler))
@@ -245,13 +328,21 @@ fn under_timeout(stack: Stack, timer: Option<Timer>) -> Handler {
     }
 }
 
+/// When the server saw timeouts fire, after their deadlines, by kind of request.
+#[derive(Debug, Default)]
+struct Fired {
+    upstream: Vec<Duration>,
+    work: Vec<Duration>,
+}
+
 /// Calls `handler`, turning its timeout into a 503 that carries the deadline, and
 /// records when the timeout was seen.
 async fn answer(
     mut handler: Handler,
     request: Request<Incoming>,
-    fired: Arc<Mutex<Vec<Duration>>>,
+    fired: Arc<Mutex<Fired>>,
 ) -> Result<Response<Full<Bytes>>, BoxError> {
+    let waits = request.uri().path().starts_with("/upstream/");
     let handler = handler.ready().await?;
     // Taken before the call, where both layers take theirs: never after the layer's
     // own deadline, so a lateness measured from it is never short.
@@ -259,10 +350,13 @@ async fn answer(
     match handler.call(request).await {
         Ok(response) => Ok(response),
         Err(e) if e.is::<Elapsed>() => {
-            fired
-                .lock()
-                .unwrap()
-                .push(Instant::now().saturating_duration_since(deadline));
+            let late = Instant::now().saturating_duration_since(deadline);
+            let mut fired = fired.lock().unwrap();
+            match waits {
+                true => fired.upstream.push(late),
+                false => fired.work.push(late),
+            }
+            drop(fired);
             let since_origin = deadline.duration_since(origin()).as_nanos();
             Ok(Response::builder()
                 .status(StatusCode::SERVICE_UNAVAILABLE)
@@ -274,12 +368,7 @@ async fn answer(
 }
 
 /// Serves `clients` connections, then returns once they have all closed.
-async fn serve(
-    listener: TcpListener,
-    clients: usize,
-    handler: Handler,
-    fired: Arc<Mutex<Vec<Duration>>>,
-) {
+async fn serve(listener: TcpListener, clients: usize, handler: Handler, fired: Arc<Mutex<Fired>>) {
     let mut connections = tokio::task::JoinSet::new();
     for _ in 0..clients {
         let (stream, _) = listener.accept().await.expect("accept");
@@ -301,9 +390,19 @@ async fn serve(
     }
 }
 
-/// One client: requests of random length, one at a time over one connection, until
+/// What a client asks for.
+#[derive(Debug, Clone, Copy)]
+enum Ask {
+    /// Work: 1 to this many steps.
+    Work(u64),
+    /// The upstream's answer, after this plus a whole number of milliseconds below
+    /// the second.
+    Upstream(Duration, Duration),
+}
+
+/// One client: requests as `ask` says, one at a time over one connection, until
 /// `stop`; what it sent and how each was answered.
-async fn client(addr: SocketAddr, stop: Instant, seed: u64, max_steps: u64) -> Round {
+async fn client(addr: SocketAddr, stop: Instant, seed: u64, ask: Ask) -> Round {
     let stream = TcpStream::connect(addr).await.expect("connect");
     stream.set_nodelay(true).expect("nodelay");
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
@@ -313,8 +412,14 @@ async fn client(addr: SocketAddr, stop: Instant, seed: u64, max_steps: u64) -> R
     let mut rng = SplitMix(seed);
     let mut round = Round::default();
     while Instant::now() < stop {
-        let steps = 1 + rng.next() % max_steps;
-        let request = Request::get(format!("/work/{steps}"))
+        let path = match ask {
+            Ask::Work(steps) => format!("/work/{}", 1 + rng.next() % steps),
+            Ask::Upstream(min, spread) => {
+                let spread = (spread.as_millis() as u64).max(1);
+                format!("/upstream/{}", min.as_millis() as u64 + rng.next() % spread)
+            }
+        };
+        let request = Request::get(path)
             .header("host", "127.0.0.1")
             .body(Empty::<Bytes>::new())
             .expect("a request");
@@ -333,9 +438,11 @@ async fn client(addr: SocketAddr, stop: Instant, seed: u64, max_steps: u64) -> R
                     .parse()
                     .expect("a deadline in ns");
                 let deadline = origin() + Duration::from_nanos(deadline);
-                round
-                    .received
-                    .push(received.saturating_duration_since(deadline));
+                if let Ask::Upstream(..) = ask {
+                    round
+                        .received
+                        .push(received.saturating_duration_since(deadline));
+                }
                 round.timed_out += 1;
             }
             status => panic!("answered {status}"),
@@ -352,7 +459,8 @@ async fn client(addr: SocketAddr, stop: Instant, seed: u64, max_steps: u64) -> R
 }
 
 /// One round of `stack`: a fresh two-worker server runtime (and, for the explicit
-/// stack, a timer on it), the clients on a current-thread runtime of their own.
+/// stack, a timer on it) and upstream, the clients on a current-thread runtime of
+/// their own.
 fn round(stack: Stack, config: Config) -> Round {
     let server_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKERS)
@@ -369,11 +477,14 @@ fn round(stack: Stack, config: Config) -> Round {
         .block_on(TcpListener::bind("127.0.0.1:0"))
         .expect("bind 127.0.0.1");
     let addr = listener.local_addr().expect("an address");
-    let fired = Arc::new(Mutex::new(Vec::new()));
+    let fired = Arc::new(Mutex::new(Fired::default()));
+    let (calls, answers) = mpsc::channel();
+    let upstream = std::thread::spawn(move || upstream(answers));
+    let connections = config.work_clients + config.upstream_clients;
     let server = server_rt.spawn(serve(
         listener,
-        config.clients,
-        under_timeout(stack, timer),
+        connections,
+        under_timeout(stack, timer, calls),
         fired.clone(),
     ));
     let client_rt = tokio::runtime::Builder::new_current_thread()
@@ -383,8 +494,13 @@ fn round(stack: Stack, config: Config) -> Round {
     let mut round = client_rt.block_on(async {
         let stop = Instant::now() + config.window;
         let mut clients = tokio::task::JoinSet::new();
-        for seed in 0..config.clients as u64 {
-            clients.spawn(client(addr, stop, seed, config.max_steps));
+        for seed in 0..connections as u64 {
+            let ask = if seed < config.work_clients as u64 {
+                Ask::Work(config.work_steps)
+            } else {
+                Ask::Upstream(config.upstream_min, config.upstream_spread)
+            };
+            clients.spawn(client(addr, stop, seed, ask));
         }
         let mut all = Round::default();
         while let Some(one) = clients.join_next().await {
@@ -397,8 +513,12 @@ fn round(stack: Stack, config: Config) -> Round {
         all
     });
     server_rt.block_on(server).expect("the server");
+    // The server's handlers, and with them the senders of calls, are gone: the
+    // upstream returns.
     drop(server_rt);
-    round.fired = std::mem::take(&mut *fired.lock().unwrap());
+    upstream.join().expect("the upstream");
+    let fired = std::mem::take(&mut *fired.lock().unwrap());
+    (round.fired, round.fired_at_work) = (fired.upstream, fired.work);
     round
 }
 
@@ -427,27 +547,33 @@ fn main() {
     let started = Instant::now();
     let reports = run(config);
     println!(
-        "hyper HTTP/1 on 127.0.0.1, {WORKERS} server workers, {} keep-alive clients on a \
-         runtime of their own, each request {} µs × 1–{} steps of work under a {} ms \
-         timeout; {} rounds of {} s per stack, interleaved; median of rounds\n",
-        config.clients,
-        STEP.as_micros(),
-        config.max_steps,
+        "hyper HTTP/1 on 127.0.0.1, {WORKERS} server workers, every request under a {} ms \
+         timeout; keep-alive clients on a runtime of their own: {} asking for 1–{} steps \
+         of {} µs of work, {} for an upstream's answer after {}–{} ms; {} rounds of {} s \
+         per stack, interleaved; median of rounds\n",
         TIMEOUT.as_millis(),
+        config.work_clients,
+        config.work_steps,
+        STEP.as_micros(),
+        config.upstream_clients,
+        config.upstream_min.as_millis(),
+        (config.upstream_min + config.upstream_spread).as_millis() - 1,
         config.rounds,
         config.window.as_secs_f64(),
     );
     println!(
-        "| stack | requests (timed out), all rounds | timeout fired at the server, ms after the deadline, p50 / p99 | 503 received by the client, ms after the deadline, p50 / p99 |"
+        "| stack | requests (timed out: waiting on the upstream / at work), all rounds | waiting: timeout fired at the server, ms after the deadline, p50 / p99 | waiting: 503 received by the client, ms after the deadline, p50 / p99 | at work: timeout fired at the server, p50 / p99 |"
     );
-    println!("|---|---|---|---|");
+    println!("|---|---|---|---|---|");
     for report in &reports {
         let sent: usize = report.rounds.iter().map(|r| r.sent).sum();
-        let timed_out: usize = report.rounds.iter().map(|r| r.timed_out).sum();
+        let waiting: usize = report.rounds.iter().map(|r| r.fired.len()).sum();
+        let at_work: usize = report.rounds.iter().map(|r| r.fired_at_work.len()).sum();
         let (fired_50, fired_99) = report.fired_ms();
         let (received_50, received_99) = report.received_ms();
+        let (work_50, work_99) = report.fired_at_work_ms();
         println!(
-            "| {} | {sent} ({timed_out}) | {fired_50:.1} / {fired_99:.1} | {received_50:.1} / {received_99:.1} |",
+            "| {} | {sent} ({waiting} / {at_work}) | {fired_50:.1} / {fired_99:.1} | {received_50:.1} / {received_99:.1} | {work_50:.1} / {work_99:.1} |",
             report.stack.name()
         );
     }
