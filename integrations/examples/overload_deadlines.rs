@@ -12,13 +12,13 @@
 //! every request under a 100 ms `TimeoutLayer`, and a fixed number of keep-alive
 //! clients (on a runtime of their own) send requests back to back for a fixed window.
 //! Most clients ask for work: a few short spins on the clock, yielding between them,
-//! more together than two workers get through, so the server's run queue stays full. The others ask for an answer
-//! from a slow upstream (a thread of its own standing in for a database or another
-//! service), which comes after a random 50–149 ms: many of those requests are waiting,
-//! not being polled, when their deadline passes, so their timeout answer comes only as
-//! soon as the timer wakes their task through the full run queue, which is what is
-//! measured. Each stack runs on a fresh server runtime, the stacks taking turns for a
-//! few rounds; each figure is the median of the rounds.
+//! more together than two workers get through, so the server's run queue stays full.
+//! The others ask for an answer from a slow upstream (a thread of its own standing in
+//! for a database or another service), which comes after a random 50–149 ms: many of
+//! those requests are waiting, not being polled, when their deadline passes, so their
+//! timeout answer comes only as soon as the timer wakes their task through the full
+//! run queue, which is what is measured. Each stack runs on a fresh server runtime,
+//! the stacks taking turns for a few rounds; each figure is the median of the rounds.
 //!
 //! Two figures per timed-out upstream request, both after the deadline (the instant the
 //! server called the timeout service, plus 100 ms): when the server saw the timeout
@@ -352,9 +352,10 @@ async fn answer(
         Err(e) if e.is::<Elapsed>() => {
             let late = Instant::now().saturating_duration_since(deadline);
             let mut fired = fired.lock().unwrap();
-            match waits {
-                true => fired.upstream.push(late),
-                false => fired.work.push(late),
+            if waits {
+                fired.upstream.push(late);
+            } else {
+                fired.work.push(late);
             }
             drop(fired);
             let since_origin = deadline.duration_since(origin()).as_nanos();
