@@ -2,6 +2,7 @@
 //! that every report measures the same thing the same way.
 
 pub mod keyed;
+pub mod overload;
 pub mod rpc;
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -5,9 +5,12 @@
 //! It first builds a copy of itself with `RUSTFLAGS="--cfg tokio_unstable"` in
 //! `target/alt-timer` (about a minute the first time, a no-op after), which measures
 //! Tokio's alt timer. `compare churn-mt`, `compare churn-later`, `compare heartbeat`,
-//! `compare callbacks`, `compare callbacks-spread`, `compare rpc`, `compare keyed` or
-//! `compare keyed-io` (its idle-I/O rows) prints those rows alone; the idle row always
-//! runs in a process of its own. `compare sites` prints the memory a pending sleep
+//! `compare callbacks`, `compare callbacks-spread`, `compare rpc`, `compare keyed`,
+//! `compare keyed-io` (its idle-I/O rows) or `compare overload` prints those rows
+//! alone; the idle row always runs in a process of its own. `compare overload` is how
+//! late a due timer wakes its task while the run queue is never empty, on one thread
+//! and on two workers: `tokio::time`, an explicit 1 ms-tick `Timer` and the free
+//! functions, with their targets. `compare sites` prints the memory a pending sleep
 //! costs with call-site tracking off and on (heap bytes counted, nothing timed). The
 //! targets checked are those of docs/BENCHMARKS.md. The criterion benches (`cargo
 //! bench -p tokio-wheel-benches`) measure the same workloads with more care.
@@ -50,6 +53,10 @@ fn main() {
     }
     if args.first().map(String::as_str) == Some("sites") {
         return sites_rows();
+    }
+    if args.first().map(String::as_str) == Some("overload") {
+        overload_rows(&mut targets);
+        return targets.print();
     }
     let alt = match args.first().map(String::as_str) {
         Some("rpc" | "idle" | "callbacks" | "callbacks-spread" | "churn-later" | "heartbeat") => {
@@ -96,6 +103,7 @@ fn main() {
     callbacks_spread_row(&mut targets);
     rpc_row();
     keyed_rows();
+    overload_rows(&mut targets);
 
     // In a process of its own: the workloads above leave threads behind that use CPU
     // while idle (pingora-timeout's clock thread ticks every millisecond for good).
@@ -760,6 +768,96 @@ fn io_rows() {
         "idle timeout's extra ÷ read timeout's extra: {:.2}",
         (io[2] - io[0]) / (io[1] - io[0])
     );
+}
+
+/// *overload* (`compare overload` prints it alone): how late a due timer wakes its task
+/// while the run queue is never empty, on one thread and on two workers, Tokio's timer
+/// and both of ours taking turns for a few rounds; then the targets, ours at most one
+/// tick of its own behind Tokio's at the median and the 99th percentile.
+fn overload_rows(targets: &mut Targets) {
+    use tokio_wheel_benches::workloads::overload::{
+        meets_target, overload, Overload, Sleeper, Threads,
+    };
+    const ROUNDS: usize = 3;
+    let shape = Overload::COMPARE;
+    println!();
+    println!(
+        "| overload: {} tasks spin {} µs then yield, for ever; {} probes sleep {}–{} ms and record how late they woke; I/O runtime; lateness p50 / p99, ms, median (p99's min–max) of {ROUNDS} interleaved rounds of {} s | {} | {} | {} |",
+        shape.spinners,
+        shape.spin.as_micros(),
+        shape.probes,
+        shape.sleep_min.as_millis(),
+        (shape.sleep_min + shape.sleep_spread).as_millis() - 1,
+        shape.window.as_secs_f64(),
+        Sleeper::Tokio.name(),
+        Sleeper::Explicit.name(),
+        Sleeper::Free.name(),
+    );
+    println!("|---|---|---|---|");
+    for threads in Threads::ALL {
+        let mut p50 = vec![Vec::new(); Sleeper::ALL.len()];
+        let mut p99 = vec![Vec::new(); Sleeper::ALL.len()];
+        let (mut sleeps, mut early, mut spins) = (0, vec![0; Sleeper::ALL.len()], 0);
+        for round in 0..ROUNDS {
+            // A different timer goes first each round, so that none always follows
+            // another's leftovers (the default timer's thread lives on between runs).
+            for k in 0..Sleeper::ALL.len() {
+                let i = (round + k) % Sleeper::ALL.len();
+                let run = overload(Sleeper::ALL[i], threads, shape);
+                let l = run.summary();
+                p50[i].push(l.p50_ms);
+                p99[i].push(l.p99_ms);
+                sleeps += run.lateness.len();
+                early[i] += run.early;
+                spins += run.spins;
+            }
+        }
+        let (p50, p99): (Vec<Spread>, Vec<Spread>) = (
+            p50.iter().map(|xs| Spread::of(xs)).collect(),
+            p99.iter().map(|xs| Spread::of(xs)).collect(),
+        );
+        let cell = |i: usize| {
+            format!(
+                "{:.1} / {:.1} ({:.1}–{:.1})",
+                p50[i].median, p99[i].median, p99[i].min, p99[i].max
+            )
+        };
+        println!(
+            "| {} ({sleeps} sleeps, {spins} spinner turns in all) | {} | {} | {} |",
+            threads.name(),
+            cell(0),
+            cell(1),
+            cell(2),
+        );
+        let tokio = 0;
+        for (i, sleeper) in Sleeper::ALL.into_iter().enumerate().skip(1) {
+            let tick = sleeper.tick();
+            for (at, ours, theirs) in [
+                ("p50", p50[i].median, p50[tokio].median),
+                ("p99", p99[i].median, p99[tokio].median),
+            ] {
+                targets.check(
+                    &format!(
+                        "overload, {}: {} {at} ≤ tokio's + {} ms",
+                        threads.name(),
+                        sleeper.name(),
+                        tick.as_millis()
+                    ),
+                    meets_target(ours, theirs, tick),
+                    format!("{ours:.1} against {theirs:.1} ms ({:.2}×)", ours / theirs),
+                );
+            }
+            targets.check(
+                &format!(
+                    "overload, {}: {} never early",
+                    threads.name(),
+                    sleeper.name()
+                ),
+                early[i] == 0,
+                format!("{} early of the sleeps", early[i]),
+            );
+        }
+    }
 }
 
 /// The idle row: CPU over 2 s of a runtime with an idle timer, and of one without.
