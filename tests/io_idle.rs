@@ -305,6 +305,37 @@ async fn idle_composes_with_the_read_and_write_timeouts() {
     sender.await.unwrap();
 }
 
+/// Progress either way restarts the idle stretch for both directions: a write that
+/// waited and was given up (a `timeout` around it), an idle cut of a read, then bytes
+/// read. The cut found the write still waiting and marked it; the bytes read end that
+/// mark too, so the next write that waits gets a full timeout, not an error at once.
+#[tokio::test(start_paused = true)]
+async fn idle_progress_either_way_clears_a_cut_of_the_other_direction() {
+    let timer = timer();
+    let (client, mut server) = tokio::io::duplex(16);
+    let mut client = TimeoutStream::with_timer(client, &timer);
+    let timeout = Duration::from_millis(500);
+    client.set_idle_timeout(Some(timeout));
+    // The peer reads nothing: 16 bytes fill the pipe and the write waits; given up.
+    let given_up = tokio::time::timeout(Duration::from_millis(100), client.write_all(&[7; 64]));
+    assert!(given_up.await.is_err(), "the write waits on a full pipe");
+    // A read waits too, and the idle timeout (from the write's wait) cuts it.
+    let err = client.read(&mut [0; 8]).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TimedOut);
+    // Bytes read: progress.
+    server.write_all(b"hi").await.unwrap();
+    assert_eq!(client.read(&mut [0; 8]).await.unwrap(), 2);
+    // The next write waits a full timeout from its own wait, never less.
+    let start = Instant::now();
+    let write = tokio::time::timeout(HOUR, client.write_all(&[7; 8])).await;
+    assert_eq!(
+        write.expect("never cut").unwrap_err().kind(),
+        ErrorKind::TimedOut
+    );
+    assert_within(timeout, start.elapsed(), LATE);
+    drop(server);
+}
+
 /// A stream whose reads wait for ever and whose flush, once given a drain time, waits
 /// that long and completes: a buffered write draining to a slow peer.
 struct Draining {

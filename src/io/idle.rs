@@ -56,7 +56,8 @@ pub(super) struct IdleTimeout {
     /// timeout's does: a read restarted by `select!` is the same wait.
     waiting: [bool; 2],
     /// Per direction: waiting when the timeout cut the connection, and not yet told;
-    /// its next wait fails at once.
+    /// its next wait fails at once. *Invariant:* no byte has moved either way since
+    /// the cut (progress clears both).
     cut: [bool; 2],
     wakers: Wakers,
 }
@@ -93,13 +94,15 @@ impl IdleTimeout {
 
     /// Bytes moved in `dir`: its wait is over, and the stretch starts again now if the
     /// other direction still waits (else at the next wait). Reads the clock only then.
+    /// The connection is not idle: a cut not yet told to either direction is void, so
+    /// the next wait either way starts a full timeout.
     #[inline]
     pub(super) fn progress(&mut self, timer: &Timer, dir: Dir) {
         if self.timeout.is_none() {
             return;
         }
         self.waiting[dir.index()] = false;
-        self.cut[dir.index()] = false;
+        self.cut = [false; 2];
         self.since = if self.waiting[dir.other()] {
             Some(timer.shared().now())
         } else {
