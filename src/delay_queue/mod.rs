@@ -398,7 +398,7 @@ impl<T> DelayQueue<T> {
         } else {
             Vec::new()
         };
-        wake.into_iter().for_each(Waker::wake);
+        self.queue.wake(wake);
         Some(value)
     }
 
@@ -535,7 +535,7 @@ impl<T> DelayQueue<T> {
         idle.into_iter().for_each(|sleep| discard(Some(sleep)));
         // Woken first: a value's `Drop` may panic, and the consumers are out of
         // `waiting` already. Values dropped after the lock.
-        wake.into_iter().for_each(Waker::wake);
+        self.queue.wake(wake);
         drop(values);
     }
 
@@ -549,7 +549,7 @@ impl<T> DelayQueue<T> {
         }
         let waiting = self.queue.waiting.take();
         drop(states);
-        waiting.into_iter().for_each(Waker::wake);
+        self.queue.wake(waiting);
     }
 
     /// Whether [`close`](DelayQueue::close) was called.

@@ -28,6 +28,7 @@ use crate::sites::{Site, SiteSource, Tag, Tally};
 use crate::sleep::Sleep;
 use crate::sync::{AtomicUsize, Mutex, MutexGuard};
 use crate::timer::Timer;
+use crate::wake::wake_all;
 use crate::wheel::InsertError;
 
 /// One shard's lock and state, alone on its cache lines: threads working in
@@ -166,6 +167,20 @@ impl<T> Queue<T> {
         });
     }
 
+    /// Wakes `consumers`, after the shards' locks, every one of them whichever panics.
+    /// A panic of one of their wakers is that consumer's executor's, not the caller's
+    /// (an insert, a remove, another consumer's poll): it is counted in the timer's
+    /// `Stats::callback_panics`, as the driver counts the panics of the wakers it
+    /// wakes, so the caller does not fail, or drop a value it took, for it, whoever
+    /// gets to wake them first.
+    #[inline]
+    pub(super) fn wake(&self, consumers: Vec<Waker>) {
+        if let Err(panicked) = wake_all(consumers) {
+            let shared = self.timer.shared();
+            (0..panicked.count()).for_each(|_| shared.count_panic());
+        }
+    }
+
     /// Locks the shard `key` names, if the queue has it.
     pub(super) fn lock_key(&self, key: &Key) -> Option<MutexGuard<'_, State<T>>> {
         self.shards.get(key.shard()).map(|shard| lock(&shard.state))
@@ -246,7 +261,7 @@ impl<T> Queue<T> {
         let key = Key::new(state.shard, key.index(), serial);
         drop(state);
         discard(replaced);
-        wake.into_iter().for_each(Waker::wake);
+        self.wake(wake);
         Ok(key)
     }
 
@@ -270,7 +285,7 @@ impl<T> Queue<T> {
         let (wake, replaced) = self.see_to_consumers(&mut state, to, offset, due, now);
         drop(state);
         discard(replaced);
-        wake.into_iter().for_each(Waker::wake);
+        self.wake(wake);
         true
     }
 
@@ -350,7 +365,7 @@ impl<T> Queue<T> {
         let (mut woken, mut stale) = (Vec::new(), Vec::new());
         let polled = self.poll_expired_inner(states, owner, cx, &mut woken, &mut stale);
         // After the shards' locks: the consumers to wake, and the sleeps let go of.
-        woken.into_iter().for_each(Waker::wake);
+        self.wake(woken);
         stale.into_iter().for_each(|sleep| discard(Some(sleep)));
         polled
     }

@@ -37,6 +37,7 @@ use super::direction::Dir;
 use crate::clock::deadline_after;
 use crate::sleep::Sleep;
 use crate::timer::Timer;
+use crate::wake::wake_all;
 
 /// The connection's idle timeout.
 #[derive(Debug)]
@@ -252,6 +253,8 @@ impl Wake for BothWakers {
         self.wake_by_ref();
     }
 
+    /// Both tasks are woken, whichever waker panics; then the first panic goes on to
+    /// the caller, to whom this is one waker that panicked (the driver counts it).
     fn wake_by_ref(self: &Arc<Self>) {
         // Woken outside the lock: a waker runs its executor's code.
         let wakers = self
@@ -259,8 +262,8 @@ impl Wake for BothWakers {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        for waker in wakers.into_iter().flatten() {
-            waker.wake();
+        if let Err(panicked) = wake_all(wakers.into_iter().flatten()) {
+            panicked.resume();
         }
     }
 }
