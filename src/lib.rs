@@ -179,6 +179,7 @@ mod timeout;
 mod timer;
 #[cfg(feature = "tower")]
 pub mod tower;
+mod wake;
 mod wheel;
 
 pub use builder::Builder;

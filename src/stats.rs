@@ -43,8 +43,9 @@ pub struct Stats {
     /// How late the driver fired timers, counted in log-scale buckets; see [`Lateness`].
     pub lateness: Lateness,
     /// Callbacks that panicked, and wakers that panicked when the driver woke a
-    /// future's task (a waker runs its executor's code); each was caught and the
-    /// timer went on.
+    /// future's task or a [`DelayQueue`](crate::DelayQueue) on this timer woke its
+    /// waiting consumers (a waker runs its executor's code); each was caught and the
+    /// timer (or the queue) went on, waking the rest.
     pub callback_panics: u64,
     /// Expired callbacks an [`Executor::Custom`](crate::Executor::Custom) (or a
     /// runtime shutting down under `Spawn`/`Blocking`) dropped without running; each

@@ -1,7 +1,7 @@
 //! `DelayQueue`: deadline order, never early, less than a tick late; shared by several
 //! producers and consumers, each value taken exactly once; stale keys inert; an empty
-//! queue pending until closed; bad input. Paused clock, except one test that needs
-//! real threads.
+//! queue pending while another handle lives, ended once drained when none does, or
+//! once closed; bad input. Paused clock, except one test that needs real threads.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -70,8 +70,9 @@ async fn expired_values_wait_in_deadline_order() {
     assert_eq!(out, [50, 100, 200, 300, 600, 800, 900]);
 }
 
-/// An empty queue is pending, not finished: a consumer that started on it gets a
-/// value another task inserts later, when it expires, and `None` only after `close`.
+/// An empty queue with another handle alive is pending, not finished: a consumer that
+/// started on it gets a value another task inserts later, when it expires, and `None`
+/// only after `close` (the test's handle stays alive throughout).
 #[tokio::test(start_paused = true)]
 async fn a_consumer_waiting_on_an_empty_queue_gets_a_later_insert() {
     let timer = timer();
@@ -111,6 +112,69 @@ async fn a_consumer_waiting_on_an_empty_queue_gets_a_later_insert() {
     assert_at(at, deadline, LATE);
     assert_eq!(end, None);
     assert!(closed_at >= start + Duration::from_secs(6));
+}
+
+/// A queue with one handle ends like a channel once drained: the `while let` drain
+/// loop of a one-owner queue takes every value as it expires, then ends, at the last
+/// deadline (no `close`).
+#[tokio::test(start_paused = true)]
+async fn a_one_owner_queue_drains_and_ends() {
+    let timer = timer();
+    let mut queue = DelayQueue::with_timer(&timer);
+    let start = Instant::now();
+    queue.insert(3, Duration::from_millis(300));
+    queue.insert(1, Duration::from_millis(100));
+    let drain = async {
+        let mut out = Vec::new();
+        while let Some(expired) = queue.next().await {
+            out.push((expired.into_inner(), Instant::now()));
+        }
+        out
+    };
+    let out = tokio::time::timeout(Duration::from_secs(3600), drain)
+        .await
+        .expect("the drain of a one-owner queue never ended");
+    let values: Vec<_> = out.iter().map(|&(value, _)| value).collect();
+    assert_eq!(values, [1, 3]);
+    assert_at(out[0].1, start + Duration::from_millis(100), LATE);
+    assert_at(out[1].1, start + Duration::from_millis(300), LATE);
+    assert_at(Instant::now(), start + Duration::from_millis(300), LATE);
+}
+
+/// A consumer waiting on an empty queue is woken with `None` when the last other handle
+/// drops (nothing can insert any more); while that handle lives, it waits. With a value
+/// left, the drop ends nothing: the value comes out at its deadline, then `None`.
+#[tokio::test(start_paused = true)]
+async fn dropping_the_last_other_handle_ends_a_consumer_of_an_empty_queue() {
+    let timer = timer();
+    for value_left in [false, true] {
+        let queue: DelayQueue<u8> = DelayQueue::with_timer(&timer);
+        let producer = queue.clone();
+        let start = Instant::now();
+        if value_left {
+            producer.insert(9, Duration::from_secs(2));
+        }
+        let mut next = tokio_test::task::spawn(queue.next_expired());
+        assert!(next.poll().is_pending());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!next.is_woken(), "woken with the producer alive");
+        assert!(next.poll().is_pending());
+        drop(producer);
+        assert!(
+            next.is_woken(),
+            "the producer's drop left the consumer waiting"
+        );
+        if value_left {
+            assert!(next.poll().is_pending(), "a value is left to wait for");
+            drop(next);
+            let taken = queue.next_expired().await.map(Expired::into_inner);
+            assert_eq!(taken, Some(9));
+            assert_at(Instant::now(), start + Duration::from_secs(2), LATE);
+            assert!(queue.next_expired().await.is_none());
+        } else {
+            assert!(matches!(next.poll(), std::task::Poll::Ready(None)));
+        }
+    }
 }
 
 /// `close` with values pending: consumers still get each one as it expires, then

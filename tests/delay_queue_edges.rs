@@ -1,8 +1,12 @@
 //! `DelayQueue` where the timer cannot time its values as usual: at `max_pending`,
 //! after `shutdown()`, once the driver's runtime is gone, past the wheel's range, and
-//! whatever executor the timer runs callbacks on. Never early, never lost.
+//! whatever executor the timer runs callbacks on; and consumers whose waker panics.
+//! Never early, never lost.
 
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Wake, Waker};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -241,4 +245,137 @@ async fn values_pending_at_shutdown_stay_the_queues_and_come_out_on_time() {
     assert_eq!(names, ["due", "later"]);
     assert_at(out[0].1, start + Duration::from_millis(10), LATE);
     assert_at(out[1].1, start + Duration::from_secs(2), LATE);
+}
+
+/// A waker that counts its wakes, and panics at each if `panics`: a buggy executor's.
+struct Counting {
+    woken: AtomicUsize,
+    panics: bool,
+}
+
+impl Wake for Counting {
+    fn wake(self: Arc<Self>) {
+        self.woken.fetch_add(1, Ordering::SeqCst);
+        assert!(!self.panics, "the executor's waker panics");
+    }
+}
+
+fn counting(panics: bool) -> (Arc<Counting>, Waker) {
+    let counting = Arc::new(Counting {
+        woken: AtomicUsize::new(0),
+        panics,
+    });
+    (counting.clone(), Waker::from(counting))
+}
+
+/// Two consumers waiting on `queue`, each polling a clone of its own: the first's
+/// waker (registered first, so woken first) panics; the second's, returned, counts.
+fn two_waiting(queue: &DelayQueue<u32>) -> ([DelayQueue<u32>; 2], Arc<Counting>) {
+    let ((_, panicking), (counted, waker)) = (counting(true), counting(false));
+    let consumers = [queue.clone(), queue.clone()];
+    for (consumer, waker) in consumers.iter().zip([&panicking, &waker]) {
+        let polled = consumer.poll_expired(&mut Context::from_waker(waker));
+        assert!(polled.is_pending(), "nothing is due yet");
+    }
+    (consumers, counted)
+}
+
+/// The consumer after the panicking one was woken, once, and the panic was counted
+/// (by the driver, or by the queue for the caller that woke them).
+#[track_caller]
+fn assert_woken_past_the_panic(timer: &Timer, second: &Counting) {
+    assert_eq!(
+        second.woken.load(Ordering::SeqCst),
+        1,
+        "the consumer woken after the panicking one was stranded"
+    );
+    assert_eq!(timer.stats().callback_panics, 1, "{:?}", timer.stats());
+}
+
+/// The queue's sleep fires (the driver wakes its waker, which wakes every consumer
+/// waiting): the first consumer's waker panics, the second is woken all the same.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_waker_strands_no_consumer_when_the_sleep_fires() {
+    let timer = timer();
+    let queue = DelayQueue::with_timer(&timer);
+    queue.insert(7, Duration::from_secs(1));
+    let (_consumers, second) = two_waiting(&queue);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_woken_past_the_panic(&timer, &second);
+    assert_eq!(queue.len(), 1, "the value waits for a consumer");
+}
+
+/// An insert of a value already due wakes the consumers: past the panicking waker,
+/// and the insert itself neither fails nor loses its key.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_waker_strands_no_consumer_woken_by_an_insert() {
+    let timer = timer();
+    let queue = DelayQueue::with_timer(&timer);
+    let (_consumers, second) = two_waiting(&queue);
+    let key = queue.insert_at(7, Instant::now());
+    assert_woken_past_the_panic(&timer, &second);
+    assert_eq!(queue.remove(&key), Some(7));
+}
+
+/// A reset into the past wakes the consumers, past the panicking waker.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_waker_strands_no_consumer_woken_by_a_reset() {
+    let timer = timer();
+    let queue = DelayQueue::with_timer(&timer);
+    let key = queue.insert(7, Duration::from_secs(60));
+    let (_consumers, second) = two_waiting(&queue);
+    assert!(queue.reset_at(&key, Instant::now()));
+    assert_woken_past_the_panic(&timer, &second);
+}
+
+/// `close` wakes the consumers, past the panicking waker.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_waker_strands_no_consumer_woken_by_close() {
+    let timer = timer();
+    let queue = DelayQueue::with_timer(&timer);
+    let (_consumers, second) = two_waiting(&queue);
+    queue.close();
+    assert_woken_past_the_panic(&timer, &second);
+}
+
+/// `clear` and `remove` that leave a closed queue empty wake the consumers (they see
+/// the end), past the panicking waker.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_waker_strands_no_consumer_woken_by_clear_or_remove() {
+    for clears in [true, false] {
+        let timer = timer();
+        let queue = DelayQueue::with_timer(&timer);
+        let key = queue.insert(7, Duration::from_secs(60));
+        queue.close();
+        let (_consumers, second) = two_waiting(&queue);
+        if clears {
+            queue.clear();
+        } else {
+            assert_eq!(queue.remove(&key), Some(7));
+        }
+        assert_woken_past_the_panic(&timer, &second);
+    }
+}
+
+/// A consumer's poll that takes the last value of a closed queue (found due, before
+/// the driver's turn) wakes the others: past the panicking waker, and the poll still
+/// returns its value. A paused runtime that is not running: the driver never turns.
+#[test]
+fn a_panicking_waker_strands_no_consumer_woken_by_another_consumers_poll() {
+    let rt = common::paused_runtime();
+    let timer = common::timer_on(rt.handle());
+    let _entered = rt.enter();
+    let queue = DelayQueue::with_timer(&timer);
+    queue.insert(7, Duration::from_secs(1));
+    queue.close();
+    let (_consumers, second) = two_waiting(&queue);
+    let mut advance = Box::pin(tokio::time::advance(Duration::from_secs(1)));
+    let _ = advance
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()));
+    let (_, waker) = counting(false);
+    let taken = queue.poll_expired(&mut Context::from_waker(&waker));
+    let taken = taken.map(|expired| expired.map(Expired::into_inner));
+    assert_eq!(taken, std::task::Poll::Ready(Some(7)));
+    assert_woken_past_the_panic(&timer, &second);
 }

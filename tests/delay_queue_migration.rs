@@ -1,6 +1,7 @@
 //! What a program moving from tokio-util's `DelayQueue` relies on, each behaviour its
-//! tests check, in our API (`&self`, `Option` where tokio-util panics, an empty queue
-//! pending until `close()`): deadlines due now or earlier are ready at the next poll,
+//! tests check, in our API (`&self`, `Option` where tokio-util panics): an empty queue
+//! with one handle is `Ready(None)`, in tokio-util's own assertion's shape (one that
+//! another handle can still insert into waits); deadlines due now or earlier are ready at the next poll,
 //! without waiting for the driver's turn; a waiting consumer is woken at once by an
 //! insert or reset into the past, and otherwise by its value's deadline, never before;
 //! `remove` gives back a value no consumer took; resets move deadlines either way;
@@ -14,6 +15,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use tokio::time::{sleep, sleep_until, Instant};
+use tokio_test::{assert_pending, assert_ready};
 use tokio_wheel::{DelayQueue, Expired, Timer};
 
 mod common;
@@ -90,6 +92,37 @@ async fn tokio_utils_paths_name_the_same_types() {
     let expired: delay_queue::Expired<&str> = queue.next_expired().await.unwrap();
     let _: Expired<&str> = expired;
     let _: DelayQueue<&str> = queue;
+}
+
+/// tokio-util's tests poll a queue they own, spawned as a tokio-test task, with this
+/// macro (less a `mut`: `poll_expired` takes `&self`).
+macro_rules! poll {
+    ($queue:ident) => {
+        $queue.enter(|cx, queue| queue.poll_expired(cx))
+    };
+}
+
+/// An empty queue with one handle is `Ready(None)`, as tokio-util's: at the start, once
+/// its values are taken, and again after a later insert is taken; tokio-util's
+/// assertion `assert!(assert_ready!(poll!(queue)).is_none())` holds as written.
+#[tokio::test(start_paused = true)]
+async fn an_empty_one_owner_queue_is_ready_none_as_tokio_utils_is() {
+    let timer = timer();
+    let mut queue = tokio_test::task::spawn(DelayQueue::with_timer(&timer));
+    assert!(assert_ready!(poll!(queue)).is_none());
+    queue.insert_at("now", Instant::now());
+    let entry = assert_ready!(poll!(queue)).expect("due now");
+    assert_eq!(*entry.get_ref(), "now");
+    assert!(assert_ready!(poll!(queue)).is_none());
+    let start = Instant::now();
+    queue.insert("later", ms(50));
+    assert_pending!(poll!(queue));
+    sleep_until(start + ms(49)).await;
+    assert_pending!(poll!(queue));
+    sleep_until(start + ms(50)).await;
+    let entry = assert_ready!(poll!(queue)).expect("due at 50 ms");
+    assert_eq!(entry.into_inner(), "later");
+    assert!(assert_ready!(poll!(queue)).is_none());
 }
 
 /// Values due now, or already past, are ready at the next poll: one or several, by

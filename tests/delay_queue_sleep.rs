@@ -17,7 +17,9 @@ use common::TICK;
 async fn inserts_into_a_delay_queue_cancel_nothing() {
     let t = Timer::builder().tick(TICK).build().unwrap();
     let queue = DelayQueue::with_timer(&t);
-    let mut next = spawn(queue.next_expired());
+    // A consumer of its own handle: with the producer's alive, the empty queue waits.
+    let consumer = queue.clone();
+    let mut next = spawn(consumer.next_expired());
     assert!(next.poll().is_pending());
     for minutes in (1..=10u64).rev() {
         queue.insert(minutes, Duration::from_secs(60 * minutes));

@@ -305,6 +305,37 @@ async fn idle_composes_with_the_read_and_write_timeouts() {
     sender.await.unwrap();
 }
 
+/// Progress either way restarts the idle stretch for both directions: a write that
+/// waited and was given up (a `timeout` around it), an idle cut of a read, then bytes
+/// read. The cut found the write still waiting and marked it; the bytes read end that
+/// mark too, so the next write that waits gets a full timeout, not an error at once.
+#[tokio::test(start_paused = true)]
+async fn idle_progress_either_way_clears_a_cut_of_the_other_direction() {
+    let timer = timer();
+    let (client, mut server) = tokio::io::duplex(16);
+    let mut client = TimeoutStream::with_timer(client, &timer);
+    let timeout = Duration::from_millis(500);
+    client.set_idle_timeout(Some(timeout));
+    // The peer reads nothing: 16 bytes fill the pipe and the write waits; given up.
+    let given_up = tokio::time::timeout(Duration::from_millis(100), client.write_all(&[7; 64]));
+    assert!(given_up.await.is_err(), "the write waits on a full pipe");
+    // A read waits too, and the idle timeout (from the write's wait) cuts it.
+    let err = client.read(&mut [0; 8]).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TimedOut);
+    // Bytes read: progress.
+    server.write_all(b"hi").await.unwrap();
+    assert_eq!(client.read(&mut [0; 8]).await.unwrap(), 2);
+    // The next write waits a full timeout from its own wait, never less.
+    let start = Instant::now();
+    let write = tokio::time::timeout(HOUR, client.write_all(&[7; 8])).await;
+    assert_eq!(
+        write.expect("never cut").unwrap_err().kind(),
+        ErrorKind::TimedOut
+    );
+    assert_within(timeout, start.elapsed(), LATE);
+    drop(server);
+}
+
 /// A stream whose reads wait for ever and whose flush, once given a drain time, waits
 /// that long and completes: a buffered write draining to a slow peer.
 struct Draining {
@@ -429,4 +460,63 @@ fn idle_a_due_cut_seen_by_one_half_wakes_the_other() {
         Poll::Ready(Err(e)) => assert_eq!(e.kind(), ErrorKind::TimedOut),
         other => panic!("write not cut: {other:?}"),
     }
+}
+
+/// A waker that counts its wakes, and panics at its first if `panics`: a buggy
+/// executor's. (Once: the duplex pipe wakes it again when the test drops the peer.)
+struct Counting {
+    woken: std::sync::atomic::AtomicUsize,
+    panics: bool,
+}
+
+impl std::task::Wake for Counting {
+    fn wake(self: std::sync::Arc<Self>) {
+        let before = self.woken.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        assert!(!self.panics || before > 0, "the executor's waker panics");
+    }
+}
+
+/// Split halves waiting in two tasks, the read's waker panicking: when the idle
+/// timeout fires, the driver wakes both through one waker, and the write's task is
+/// woken past the read's panic (which the driver counts). A paused runtime run only
+/// when the test lets it.
+#[test]
+fn idle_a_panicking_waker_of_one_half_strands_not_the_other() {
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    use std::task::Waker;
+
+    let rt = common::paused_runtime();
+    let timer = common::timer_on(rt.handle());
+    let entered = rt.enter();
+    let (client, _server) = tokio::io::duplex(16);
+    let mut client = TimeoutStream::with_timer(client, &timer);
+    client.set_idle_timeout(Some(Duration::from_millis(400)));
+    let (mut reader, mut writer) = tokio::io::split(client);
+    let mut read = Box::pin(async move { reader.read(&mut [0; 8]).await });
+    let mut write = Box::pin(async move { writer.write_all(&[7; 1024]).await });
+    let waker = |panics| {
+        let counting = Arc::new(Counting {
+            woken: std::sync::atomic::AtomicUsize::new(0),
+            panics,
+        });
+        (counting.clone(), Waker::from(counting))
+    };
+    let ((_, panicking), (second, counted)) = (waker(true), waker(false));
+    assert!(read
+        .as_mut()
+        .poll(&mut Context::from_waker(&panicking))
+        .is_pending());
+    assert!(write
+        .as_mut()
+        .poll(&mut Context::from_waker(&counted))
+        .is_pending());
+    drop(entered);
+    rt.block_on(async { tokio::time::sleep(Duration::from_secs(60)).await });
+    assert_eq!(
+        second.woken.load(Ordering::SeqCst),
+        1,
+        "the write half's task, woken after the read's panicking waker, was stranded"
+    );
+    assert_eq!(timer.stats().callback_panics, 1, "{:?}", timer.stats());
 }

@@ -211,10 +211,16 @@ fn scheduled_reset_vs_cancel_cancels() {
     });
 }
 
+/// A consumer's poll: the value it took, if any. The queue ends like a channel, so
+/// `None` is also what a handle left alone with an empty queue gets; a queue that
+/// holds values never ends.
 fn take<T>(queue: &DelayQueue<T>, waker: &Waker) -> Option<T> {
     match queue.poll_expired(&mut Context::from_waker(waker)) {
         Poll::Ready(Some(expired)) => Some(expired.into_inner()),
-        Poll::Ready(None) => panic!("an open queue ended"),
+        Poll::Ready(None) => {
+            assert!(queue.is_empty(), "a queue holding values ended");
+            None
+        }
         Poll::Pending => None,
     }
 }
@@ -277,12 +283,15 @@ fn delay_queue_two_consumers_take_a_value_once() {
         let queue = DelayQueue::with_timer(&timer);
         queue.insert_at(7u8, in_step(&timer, 1));
         let driver = turn_on_a_thread(&timer, 1);
+        // The other consumer's handle comes back to drop after the race: its drop's
+        // own race is `delay_queue_consumer_vs_last_other_handle_drop_loses_no_wakeup`.
         let other = {
             let queue = queue.clone();
-            thread::spawn(move || take(&queue, &flag().1).is_some())
+            thread::spawn(move || (take(&queue, &flag().1).is_some(), queue))
         };
         let here = take(&queue, &flag().1).is_some();
-        let there = other.join().unwrap();
+        let (there, other) = other.join().unwrap();
+        drop(other);
         driver.join().unwrap();
         let after = take(&queue, &flag().1).is_some();
         assert_eq!(
@@ -348,6 +357,32 @@ fn delay_queue_consumer_giving_up_vs_turn_wakes_the_other() {
         if !took {
             assert!(stays.0.load(Ordering::SeqCst), "lost wakeup");
             assert_eq!(take(&queue, &stays_waker), Some(7));
+        }
+        assert!(format!("{queue:?}").contains("waiting: 0"), "{queue:?}");
+    });
+}
+
+/// A consumer polls an empty `DelayQueue` while the second-to-last handle drops on
+/// another thread: the consumer gets `None` on that poll (the drop came first), or
+/// waits and is woken by the drop, and then gets `None`; never a lost wakeup.
+#[test]
+fn delay_queue_consumer_vs_last_other_handle_drop_loses_no_wakeup() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        let queue: DelayQueue<u8> = DelayQueue::with_timer(&timer);
+        let other = queue.clone();
+        let dropper = thread::spawn(move || drop(other));
+        let (woken, waker) = flag();
+        let first = queue.poll_expired(&mut Context::from_waker(&waker));
+        dropper.join().unwrap();
+        match first {
+            Poll::Ready(None) => {}
+            Poll::Pending => {
+                assert!(woken.0.load(Ordering::SeqCst), "lost wakeup");
+                let again = queue.poll_expired(&mut Context::from_waker(&waker));
+                assert!(matches!(again, Poll::Ready(None)), "woken, yet waits");
+            }
+            Poll::Ready(Some(_)) => panic!("a value out of an empty queue"),
         }
         assert!(format!("{queue:?}").contains("waiting: 0"), "{queue:?}");
     });

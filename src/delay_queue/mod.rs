@@ -47,6 +47,7 @@
 // turned. A value stays in its wheel's storage until a consumer takes it, so its key
 // finds it until then (`remove` gives it back).
 //
+// The queue ends like a channel: empty, and closed or with no other handle ([`handle`]).
 // The sleeps' waker wakes every consumer waiting ([`waiting`]), so no wakeup is lost
 // with a consumer that is dropped before it polls again. Consumers register under an
 // owner (a [`NextExpired`] future, or the handle they poll) that takes its
@@ -65,7 +66,6 @@
 use std::fmt;
 use std::panic::Location;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -74,8 +74,10 @@ use futures_core::Stream;
 use tokio::time::Instant;
 
 mod expired;
+mod handle;
 mod next_expired;
 mod queue;
+mod shard;
 mod state;
 mod waiting;
 
@@ -83,7 +85,9 @@ pub use expired::{Expired, Key, TryInsertError};
 pub use next_expired::NextExpired;
 
 use self::expired::first_serial;
-use self::queue::{discard, is_ended, shard_count, Queue, Shard};
+use self::handle::Handle;
+use self::queue::{discard, shard_count, Queue};
+use self::shard::Shard;
 use self::state::{lock, State, IDLE};
 use self::waiting::Waiting;
 use crate::sites::{SiteSource, Tags};
@@ -114,16 +118,20 @@ use crate::wheel::Wheel;
 ///   until a consumer takes it: [`remove`](DelayQueue::remove) gives it back,
 ///   [`reset`](DelayQueue::reset) moves it, [`deadline`](DelayQueue::deadline) and
 ///   [`peek`](DelayQueue::peek) see it.
-/// * **Empty is not finished.** A consumer of an empty queue waits (`Pending`), and
-///   gets a value inserted later by any task when it expires. It gets `None` only
-///   once the queue is [`close`](DelayQueue::close)d and nothing is left in it; a
-///   `remove` or `clear` that leaves a closed queue so wakes its consumers.
+/// * **It ends like a channel.** A consumer of an empty queue gets `None` once no
+///   handle but the one it polls is left (nothing can insert any more: a one-owner
+///   queue's `while let Some(e) = queue.next().await` drain ends), or once the queue
+///   is [`close`](DelayQueue::close)d; while another handle lives, it waits
+///   (`Pending`) and gets a value inserted later by any task when it expires. The drop
+///   that leaves one handle, and a `remove` or `clear` that empties a queue so ended,
+///   wake the consumers waiting. Handles are counted, not tasks: tasks sharing one
+///   handle (an `Arc<DelayQueue>`) count as one; give each a clone.
 /// * **Stale keys are inert.** [`remove`](DelayQueue::remove),
 ///   [`reset`](DelayQueue::reset) and [`deadline`](DelayQueue::deadline) return
 ///   `None`/`false` for a key whose value was taken, removed or cleared, never panic,
 ///   and never reach a value inserted later in the same slot.
 /// * **Several consumers.** Every consumer waiting is woken when values expire (or the
-///   queue closes); those that find nothing left wait again. No wakeup is lost when a
+///   queue ends); those that find nothing left wait again. No wakeup is lost when a
 ///   woken consumer is dropped before taking anything. A consumer that gives up
 ///   waiting (a `select!` or a `timeout` around
 ///   [`next_expired`](DelayQueue::next_expired)) leaves nothing behind; one that polls
@@ -149,8 +157,9 @@ use crate::wheel::Wheel;
 /// this answers `None` or `false`; `try_remove`'s job is `remove`'s. There is no
 /// `compact`: a removed value's room is taken by the next insert, and keys never
 /// move, so nothing needs compacting; [`shrink_to_fit`](DelayQueue::shrink_to_fit)
-/// gives back the room past the last value held. An empty queue is `Pending`, not the
-/// end of the stream, until [`close`](DelayQueue::close).
+/// gives back the room past the last value held. An empty queue with one handle is
+/// `Ready(None)`, as tokio-util's; one that another handle could still insert into is
+/// `Pending` (until [`close`](DelayQueue::close)).
 ///
 /// # Errors
 ///
@@ -205,12 +214,7 @@ use crate::wheel::Wheel;
 /// # }
 /// ```
 pub struct DelayQueue<T> {
-    queue: Arc<Queue<T>>,
-    /// The owner this handle registers its consumers under, when polled through
-    /// `poll_expired` or as a `Stream`: every handle has its own.
-    owner: u64,
-    /// Whether it ever registered one, so that its drop must forget them.
-    registered: std::sync::atomic::AtomicBool,
+    queue: Handle<T>,
 }
 
 impl<T: Send + 'static> DelayQueue<T> {
@@ -272,6 +276,7 @@ impl<T: Send + 'static> DelayQueue<T> {
             timer: timer.clone(),
             shards,
             in_use: AtomicUsize::new(1),
+            handles: AtomicUsize::new(0),
             wake_all: Waker::from(waiting.clone()),
             waiting,
             id: serial >> 32,
@@ -280,7 +285,9 @@ impl<T: Send + 'static> DelayQueue<T> {
             let source: Arc<dyn SiteSource> = queue.clone();
             shared.register_sites(Arc::downgrade(&source));
         }
-        let queue = DelayQueue::handle(queue);
+        let queue = DelayQueue {
+            queue: Handle::new(queue),
+        };
         if capacity > 0 {
             queue.reserve(capacity);
         }
@@ -372,14 +379,6 @@ impl<T: Send + 'static> Default for DelayQueue<T> {
 }
 
 impl<T> DelayQueue<T> {
-    fn handle(queue: Arc<Queue<T>>) -> Self {
-        DelayQueue {
-            owner: queue.waiting.owner(),
-            queue,
-            registered: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
     /// Removes the value `key` names and returns it, whether its deadline has passed
     /// or not, as long as no consumer took it. O(1). `None` if a consumer took it, it
     /// was removed or cleared, or the key is from another queue.
@@ -390,15 +389,15 @@ impl<T> DelayQueue<T> {
         // The sleep stays where it is, even if nothing is left: at worst it wakes the
         // consumers for nothing once. Standing it down here would make every insert
         // and remove into an otherwise empty shard register and cancel it.
-        let emptied_closed = state.is_ended();
+        let emptied_ended = state.wheel.len() == 0 && (state.closed || self.queue.is_sole());
         drop(state);
         // The other shards are looked at only then, under all the locks.
-        let wake = if emptied_closed {
+        let wake = if emptied_ended {
             self.queue.wake_if_ended()
         } else {
             Vec::new()
         };
-        wake.into_iter().for_each(Waker::wake);
+        self.queue.wake(wake);
         Some(value)
     }
 
@@ -468,8 +467,8 @@ impl<T> DelayQueue<T> {
             .sum()
     }
 
-    /// Whether the queue holds no value. (An empty queue is not finished: its
-    /// consumers wait for values inserted later.)
+    /// Whether the queue holds no value. (An empty queue with other handles is not
+    /// finished: its consumers wait for values inserted later.)
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -526,7 +525,7 @@ impl<T> DelayQueue<T> {
             values.push(state.wheel.take_all());
             idle.extend(state.stand_down_if_empty());
         }
-        let wake = if is_ended(&states) {
+        let wake = if self.queue.is_ended(&states) {
             self.queue.waiting.take()
         } else {
             Vec::new()
@@ -535,7 +534,7 @@ impl<T> DelayQueue<T> {
         idle.into_iter().for_each(|sleep| discard(Some(sleep)));
         // Woken first: a value's `Drop` may panic, and the consumers are out of
         // `waiting` already. Values dropped after the lock.
-        wake.into_iter().for_each(Waker::wake);
+        self.queue.wake(wake);
         drop(values);
     }
 
@@ -549,7 +548,7 @@ impl<T> DelayQueue<T> {
         }
         let waiting = self.queue.waiting.take();
         drop(states);
-        waiting.into_iter().for_each(Waker::wake);
+        self.queue.wake(waiting);
     }
 
     /// Whether [`close`](DelayQueue::close) was called.
@@ -558,8 +557,9 @@ impl<T> DelayQueue<T> {
     }
 
     /// Takes the next value whose deadline has passed: `Ready(Some(_))` with it,
-    /// `Pending` (waking the task when a value expires or the queue closes) if there
-    /// is none yet, and `Ready(None)` once the queue is closed and empty.
+    /// `Pending` (waking the task when a value expires, the queue closes or its last
+    /// other handle drops) if there is none yet, and `Ready(None)` once the queue is
+    /// empty and closed, or empty with no handle but this one.
     ///
     /// A task that waits is registered under this handle until it is woken, or the
     /// handle is dropped; [`next_expired`](DelayQueue::next_expired) registers under
@@ -568,15 +568,12 @@ impl<T> DelayQueue<T> {
     /// leave theirs until a value expires. Give each consumer a clone of its own, or
     /// use `next_expired`.
     pub fn poll_expired(&self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
-        let polled = self.queue.poll_expired(self.owner, cx);
-        if polled.is_pending() && !self.registered.load(Ordering::Relaxed) {
-            self.registered.store(true, Ordering::Relaxed);
-        }
-        polled
+        self.queue.poll_expired(cx)
     }
 
     /// Waits for the next value whose deadline has passed; `None` once the queue is
-    /// closed and empty. See [`poll_expired`](DelayQueue::poll_expired).
+    /// empty and closed, or empty with no handle but this one. See
+    /// [`poll_expired`](DelayQueue::poll_expired).
     ///
     /// # Cancellation
     ///
@@ -589,14 +586,8 @@ impl<T> DelayQueue<T> {
 
 impl<T> Clone for DelayQueue<T> {
     fn clone(&self) -> Self {
-        DelayQueue::handle(self.queue.clone())
-    }
-}
-
-impl<T> Drop for DelayQueue<T> {
-    fn drop(&mut self) {
-        if *self.registered.get_mut() {
-            self.queue.waiting.forget(self.owner);
+        DelayQueue {
+            queue: self.queue.clone(),
         }
     }
 }
@@ -604,8 +595,10 @@ impl<T> Drop for DelayQueue<T> {
 impl<T> Stream for DelayQueue<T> {
     type Item = Expired<T>;
 
-    /// [`poll_expired`](DelayQueue::poll_expired): `Pending` while the queue is
-    /// empty, `None` only once it is closed and empty.
+    /// [`poll_expired`](DelayQueue::poll_expired): `None` once the queue is empty and
+    /// closed, or empty with no handle but this one; `Pending` while it is empty and
+    /// another handle could insert. A later insert through this handle makes it yield
+    /// again, as tokio-util's does.
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
         self.poll_expired(cx)
     }

@@ -4,14 +4,14 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use super::expired::Expired;
 use super::queue::Queue;
 
 /// The future of [`DelayQueue::next_expired`](super::DelayQueue::next_expired): the
-/// next value whose deadline has passed, or `None` once the queue is closed and empty.
+/// next value whose deadline has passed, or `None` once the queue is empty and closed,
+/// or empty with no handle but the one it borrows.
 ///
 /// # Cancellation
 ///
@@ -19,13 +19,13 @@ use super::queue::Queue;
 /// consumers waiting goes with it.
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct NextExpired<'a, T> {
-    queue: &'a Arc<Queue<T>>,
+    queue: &'a Queue<T>,
     /// Its registration among the consumers waiting, once it has waited.
     owner: Option<u64>,
 }
 
 impl<'a, T> NextExpired<'a, T> {
-    pub(super) fn new(queue: &'a Arc<Queue<T>>) -> NextExpired<'a, T> {
+    pub(super) fn new(queue: &'a Queue<T>) -> NextExpired<'a, T> {
         NextExpired { queue, owner: None }
     }
 }

@@ -21,21 +21,16 @@ use std::task::{Context, Poll, Waker};
 use tokio::time::Instant;
 
 use super::expired::{Expired, Key, TryInsertError, MAX_SHARDS};
+use super::shard::{Locked, Shard};
 use super::state::{lock, Aimed, Item, State};
 use super::waiting::Waiting;
 use crate::error::Error;
 use crate::sites::{Site, SiteSource, Tag, Tally};
 use crate::sleep::Sleep;
-use crate::sync::{AtomicUsize, Mutex, MutexGuard};
+use crate::sync::{AtomicUsize, MutexGuard};
 use crate::timer::Timer;
+use crate::wake::wake_all;
 use crate::wheel::InsertError;
-
-/// One shard's lock and state, alone on its cache lines: threads working in
-/// neighbouring shards pass no line to each other.
-#[repr(align(128))]
-pub(super) struct Shard<T> {
-    pub(super) state: Mutex<State<T>>,
-}
 
 /// How many shards a new queue can put in use: one per thread that can run at once,
 /// at most [`MAX_SHARDS`]; at least two under `cfg(test)` and loom, whose tests and
@@ -90,6 +85,12 @@ pub(super) struct Queue<T> {
     /// and a consumer reads it again under that lock as it registers, so one of the two
     /// sees the other.
     pub(super) in_use: AtomicUsize,
+    /// How many `DelayQueue` handles there are: with one left, nothing but it can
+    /// insert, so an empty queue has ended. *Invariant:* the drop that leaves one
+    /// counts down, then takes the waiting list; a consumer registers there, then
+    /// reads the count: one waiting on an empty queue either sees the second-to-last
+    /// handle gone or is taken, and woken, by its drop.
+    pub(super) handles: AtomicUsize,
     /// The consumers waiting. Its lock is taken after shards' locks, or alone.
     pub(super) waiting: Arc<Waiting>,
     /// `waiting` as a waker: the shards' sleeps are registered with it.
@@ -166,6 +167,33 @@ impl<T> Queue<T> {
         });
     }
 
+    /// Wakes `consumers`, after the shards' locks, every one of them whichever panics.
+    /// A panic of one of their wakers is that consumer's executor's, not the caller's
+    /// (an insert, a remove, another consumer's poll): it is counted in the timer's
+    /// `Stats::callback_panics`, as the driver counts the panics of the wakers it
+    /// wakes, so the caller does not fail, or drop a value it took, for it, whoever
+    /// gets to wake them first.
+    #[inline]
+    pub(super) fn wake(&self, consumers: Vec<Waker>) {
+        if let Err(panicked) = wake_all(consumers) {
+            let shared = self.timer.shared();
+            (0..panicked.count()).for_each(|_| shared.count_panic());
+        }
+    }
+
+    /// Whether no handle but the caller's is left: nothing else can insert.
+    #[inline]
+    pub(super) fn is_sole(&self) -> bool {
+        self.handles.load(Ordering::SeqCst) <= 1
+    }
+
+    /// Whether consumers get `None`: nothing is left in any shard of `states`, and
+    /// nothing can come (the queue is closed, or no handle but the caller's is left).
+    pub(super) fn is_ended(&self, states: &Locked<'_, T>) -> bool {
+        states.iter().all(|state| state.wheel.len() == 0)
+            && (states.first().closed || self.is_sole())
+    }
+
     /// Locks the shard `key` names, if the queue has it.
     pub(super) fn lock_key(&self, key: &Key) -> Option<MutexGuard<'_, State<T>>> {
         self.shards.get(key.shard()).map(|shard| lock(&shard.state))
@@ -181,8 +209,9 @@ impl<T> Queue<T> {
         Locked::new(&self.shards, self.in_use.load(Ordering::Acquire))
     }
 
-    /// The consumers to wake if the queue is ended (closed, nothing left), checked
-    /// under every shard's lock: for an operation that emptied a closed shard.
+    /// The consumers to wake if the queue is ended (nothing left, and closed or with
+    /// one handle), checked under every shard's lock: for an operation that emptied a
+    /// shard of a queue so.
     pub(super) fn wake_if_ended(&self) -> Vec<Waker> {
         let mut woken = Vec::new();
         self.wake_if_ended_holding(&mut self.lock_all(), &mut woken);
@@ -246,7 +275,7 @@ impl<T> Queue<T> {
         let key = Key::new(state.shard, key.index(), serial);
         drop(state);
         discard(replaced);
-        wake.into_iter().for_each(Waker::wake);
+        self.wake(wake);
         Ok(key)
     }
 
@@ -270,7 +299,7 @@ impl<T> Queue<T> {
         let (wake, replaced) = self.see_to_consumers(&mut state, to, offset, due, now);
         drop(state);
         discard(replaced);
-        wake.into_iter().for_each(Waker::wake);
+        self.wake(wake);
         true
     }
 
@@ -350,7 +379,7 @@ impl<T> Queue<T> {
         let (mut woken, mut stale) = (Vec::new(), Vec::new());
         let polled = self.poll_expired_inner(states, owner, cx, &mut woken, &mut stale);
         // After the shards' locks: the consumers to wake, and the sleeps let go of.
-        woken.into_iter().for_each(Waker::wake);
+        self.wake(woken);
         stale.into_iter().for_each(|sleep| discard(Some(sleep)));
         polled
     }
@@ -379,7 +408,7 @@ impl<T> Queue<T> {
             if let Some(expired) = self.take(&mut states, woken, stale) {
                 return Poll::Ready(Some(expired));
             }
-            if is_ended(&states) {
+            if self.is_ended(&states) {
                 // Ended only if no shard was put in use since the count.
                 if self.holds_all(&mut states, self.in_use.load(Ordering::Acquire)) {
                     return Poll::Ready(None);
@@ -393,6 +422,14 @@ impl<T> Queue<T> {
                 .register(owner, cx.waker(), || self.in_use.load(Ordering::Acquire));
             if !self.holds_all(&mut states, in_use) {
                 // Look at those shards first; registered again if still waiting.
+                self.waiting.unregister(owner, cx.waker());
+                continue;
+            }
+            // The handle count read after the registration: a drop that left one
+            // handle before it is seen here, one after it wakes this consumer. Ended
+            // only if no shard was put in use since `in_use` was read (the next
+            // round's check reads it after the count).
+            if self.is_ended(&states) {
                 self.waiting.unregister(owner, cx.waker());
                 continue;
             }
@@ -415,9 +452,9 @@ impl<T> Queue<T> {
     }
 
     /// The queue's earliest due value, if any, out of its shard, which stands its
-    /// sleep down (into `stale`) if nothing is left there to time; if it was the last
-    /// of a closed queue, the other consumers waiting (into `woken`) see the end, which
-    /// nothing else would bring them.
+    /// sleep down (into `stale`) if nothing is left there to time; if that ended the
+    /// queue, the other consumers waiting (into `woken`) see the end, which nothing
+    /// else would bring them.
     fn take<'a>(
         &'a self,
         states: &mut Locked<'a, T>,
@@ -441,14 +478,14 @@ impl<T> Queue<T> {
         false
     }
 
-    /// The consumers waiting, into `woken`, if the queue is ended (closed, every shard
-    /// in use empty, those put in use since `states` were counted included).
+    /// The consumers waiting, into `woken`, if the queue is ended (every shard in use
+    /// empty, those put in use since `states` were counted included).
     fn wake_if_ended_holding<'a>(&'a self, states: &mut Locked<'a, T>, woken: &mut Vec<Waker>) {
-        if !is_ended(states) {
+        if !self.is_ended(states) {
             return;
         }
         states.extend(&self.shards, self.in_use.load(Ordering::Acquire));
-        if is_ended(states) {
+        if self.is_ended(states) {
             woken.extend(self.waiting.take());
         }
     }
@@ -486,7 +523,7 @@ impl<T> Queue<T> {
 /// is its earliest, and the earliest of those the queue's.
 #[inline]
 fn pop_earliest<T>(states: &mut Locked<'_, T>) -> Option<(usize, Expired<T>)> {
-    let shard = if states.rest.is_empty() {
+    let shard = if states.len() == 1 {
         0
     } else {
         let ((step, _), shard) = states
@@ -505,69 +542,6 @@ fn pop_earliest<T>(states: &mut Locked<'_, T>) -> Option<(usize, Expired<T>)> {
         shard
     };
     Some((shard, states.get_mut(shard).pop()?))
-}
-
-/// Whether consumers get `None`: closed, and nothing left in any shard.
-pub(super) fn is_ended<T>(states: &Locked<'_, T>) -> bool {
-    states.iter().all(State::is_ended)
-}
-
-/// The first shards of a queue, locked, in order: the first one alone (its consumers
-/// lock no more, until a second thread inserts at once) costs no allocation.
-pub(super) struct Locked<'a, T> {
-    first: MutexGuard<'a, State<T>>,
-    rest: Vec<MutexGuard<'a, State<T>>>,
-}
-
-impl<'a, T> Locked<'a, T> {
-    /// Locks the first `count` of `shards` (at least one), in order.
-    #[inline]
-    pub(super) fn new(shards: &'a [Shard<T>], count: usize) -> Self {
-        let mut locked = Locked {
-            first: lock(&shards[0].state),
-            rest: Vec::new(),
-        };
-        locked.extend(shards, count);
-        locked
-    }
-
-    /// How many shards are locked.
-    #[inline]
-    fn len(&self) -> usize {
-        1 + self.rest.len()
-    }
-
-    /// Locks the shards after those locked, up to `count`, in order.
-    #[inline]
-    fn extend(&mut self, shards: &'a [Shard<T>], count: usize) {
-        if count > self.len() {
-            self.extend_more(shards, count);
-        }
-    }
-
-    #[inline(never)]
-    fn extend_more(&mut self, shards: &'a [Shard<T>], count: usize) {
-        for shard in shards.iter().take(count).skip(self.len()) {
-            self.rest.push(lock(&shard.state));
-        }
-    }
-
-    pub(super) fn iter(&self) -> impl Iterator<Item = &State<T>> {
-        std::iter::once(&*self.first).chain(self.rest.iter().map(|guard| &**guard))
-    }
-
-    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = &mut State<T>> + use<'_, 'a, T> {
-        std::iter::once(&mut *self.first).chain(self.rest.iter_mut().map(|guard| &mut **guard))
-    }
-
-    /// Shard `shard`'s state; `shard` is one of those locked.
-    #[inline]
-    fn get_mut(&mut self, shard: usize) -> &mut State<T> {
-        match shard {
-            0 => &mut self.first,
-            _ => &mut self.rest[shard - 1],
-        }
-    }
 }
 
 /// Lets go of a shard's own sleep, after the shards' locks: not a cancel a user made,

@@ -100,12 +100,6 @@ impl<T> State<T> {
             .filter(|(_, _, item)| item.serial == key.serial)
     }
 
-    /// Whether this shard is closed and holds nothing (the queue is ended when every
-    /// shard is).
-    pub(super) fn is_ended(&self) -> bool {
-        self.closed && self.wheel.len() == 0
-    }
-
     /// Moves the values due by `through` (a processed step of the timer's clock) and
     /// those of the step after it whose deadlines are at or before `now` (an offset on
     /// that clock) to the due list, at most a [`DUE_BATCH`] beyond one step's worth.

@@ -272,7 +272,7 @@ async fn a_closed_queue_is_not_ended_by_a_stale_count_of_its_shards() {
     let (_timer, queue) = sharded(0);
     let zero = queue.insert("zero", Duration::from_secs(60));
     queue.close();
-    let counted = queue::Locked::new(&queue.queue.shards, 1);
+    let counted = shard::Locked::new(&queue.queue.shards, 1);
     // Shard 0 is held (by the consumer's count): this insert moves to shard 1.
     let one = queue.insert("one", Duration::from_secs(60));
     assert_eq!(one.shard(), 1);
@@ -391,10 +391,10 @@ async fn a_queue_made_where_a_dropped_one_lived_keeps_one_shard() {
         let held = lock(&a.queue.shards[0].state);
         assert_eq!(a.insert(1u64, Duration::from_secs(1)).shard(), 1);
         drop(held);
-        places.insert(Arc::as_ptr(&a.queue) as usize);
+        places.insert(std::ptr::from_ref(&*a.queue) as usize);
         drop(a);
         let b = DelayQueue::with_timer(&timer);
-        reused |= places.contains(&(Arc::as_ptr(&b.queue) as usize));
+        reused |= places.contains(&(std::ptr::from_ref(&*b.queue) as usize));
         assert_eq!(b.insert(2u64, Duration::from_secs(1)).shard(), 0);
         assert_eq!(b.queue.in_use.load(Ordering::SeqCst), 1);
     }
@@ -409,7 +409,7 @@ async fn a_queue_made_where_a_dropped_one_lived_keeps_one_shard() {
 #[tokio::test(start_paused = true)]
 async fn a_consumer_that_finds_a_value_past_its_count_leaves_no_registration() {
     let (_timer, queue) = sharded(0);
-    let counted = queue::Locked::new(&queue.queue.shards, 1);
+    let counted = shard::Locked::new(&queue.queue.shards, 1);
     // Shard 0 is held (by the consumer's count): this insert moves to shard 1.
     let key = queue.insert("due", Duration::ZERO);
     assert_eq!(key.shard(), 1);

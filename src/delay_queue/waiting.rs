@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::task::{Wake, Waker};
 
 use crate::sync::{lock, AtomicUsize, Mutex};
+use crate::wake::wake_all;
 
 pub(super) struct Waiting {
     /// `(owner, waker)`: at most one waker per owner and task.
@@ -129,7 +130,12 @@ impl Wake for Waiting {
         self.wake_by_ref();
     }
 
+    /// Every consumer is woken, whichever of their wakers panics; then the first panic
+    /// goes on to the caller, to whom this is one waker that panicked: the driver,
+    /// which counts it.
     fn wake_by_ref(self: &Arc<Self>) {
-        self.take().into_iter().for_each(Waker::wake);
+        if let Err(panicked) = wake_all(self.take()) {
+            panicked.resume();
+        }
     }
 }

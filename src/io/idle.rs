@@ -37,6 +37,7 @@ use super::direction::Dir;
 use crate::clock::deadline_after;
 use crate::sleep::Sleep;
 use crate::timer::Timer;
+use crate::wake::wake_all;
 
 /// The connection's idle timeout.
 #[derive(Debug)]
@@ -56,7 +57,8 @@ pub(super) struct IdleTimeout {
     /// timeout's does: a read restarted by `select!` is the same wait.
     waiting: [bool; 2],
     /// Per direction: waiting when the timeout cut the connection, and not yet told;
-    /// its next wait fails at once.
+    /// its next wait fails at once. *Invariant:* no byte has moved either way since
+    /// the cut (progress clears both).
     cut: [bool; 2],
     wakers: Wakers,
 }
@@ -93,13 +95,15 @@ impl IdleTimeout {
 
     /// Bytes moved in `dir`: its wait is over, and the stretch starts again now if the
     /// other direction still waits (else at the next wait). Reads the clock only then.
+    /// The connection is not idle: a cut not yet told to either direction is void, so
+    /// the next wait either way starts a full timeout.
     #[inline]
     pub(super) fn progress(&mut self, timer: &Timer, dir: Dir) {
         if self.timeout.is_none() {
             return;
         }
         self.waiting[dir.index()] = false;
-        self.cut[dir.index()] = false;
+        self.cut = [false; 2];
         self.since = if self.waiting[dir.other()] {
             Some(timer.shared().now())
         } else {
@@ -249,6 +253,8 @@ impl Wake for BothWakers {
         self.wake_by_ref();
     }
 
+    /// Both tasks are woken, whichever waker panics; then the first panic goes on to
+    /// the caller, to whom this is one waker that panicked (the driver counts it).
     fn wake_by_ref(self: &Arc<Self>) {
         // Woken outside the lock: a waker runs its executor's code.
         let wakers = self
@@ -256,8 +262,8 @@ impl Wake for BothWakers {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        for waker in wakers.into_iter().flatten() {
-            waker.wake();
+        if let Err(panicked) = wake_all(wakers.into_iter().flatten()) {
+            panicked.resume();
         }
     }
 }
