@@ -52,8 +52,8 @@ impl Alarm {
         }
     }
 
-    /// An alarm that Tokio never fires: a loom model rings it by hand.
-    #[cfg(loom)]
+    /// An alarm that Tokio never fires: a model or unit test rings it by hand.
+    #[cfg(any(test, loom))]
     pub(super) fn by_hand(waker: Waker) -> Alarm {
         Alarm { sleep: None, waker }
     }

@@ -222,6 +222,11 @@ impl Parking {
         self.state.fetch_and(!RANG, Ordering::SeqCst) & RANG != 0
     }
 
+    /// Owes a pass, as a ring does, for whoever answers next (the caller, in its loop).
+    pub(super) fn owe_a_pass(&self) {
+        self.state.fetch_or(RANG, Ordering::SeqCst);
+    }
+
     /// Whether a pass is owed, without taking it.
     fn rang(&self) -> bool {
         self.state.fetch_or(0, Ordering::SeqCst) & RANG != 0

@@ -212,14 +212,79 @@ impl Shared {
             return;
         }
         let mut expired = Vec::new();
+        let mut passes = 0;
         while self.parking.answer() {
+            passes += 1;
+            if passes > PASSES {
+                // The driver task, which yields between turns, answers the rest.
+                self.parking.owe_a_pass();
+                self.parking.wake_driver();
+                return;
+            }
             self.counters.wakeups.fetch_add(1, Ordering::Relaxed);
-            match self.turn_with(&now, &now, Runner::Alarm, &mut expired) {
-                Turn::Parked { .. } | Turn::Exit => {}
-                // A shard stopped at its batch, or the next step ended meanwhile: the
-                // rest is the driver task's, which yields between turns.
-                Turn::Again => self.parking.wake_driver(),
+            // A shard stopped at its batch, or the next step ended while this pass ran:
+            // pass again here, as Tokio's own pass goes on to every timer it finds due
+            // (handing it to the driver task would make those timers wait for the
+            // task's turn).
+            if self.turn_with(&now, &now, Runner::Alarm, &mut expired) == Turn::Again {
+                self.parking.owe_a_pass();
             }
         }
+    }
+}
+
+/// How many passes one ring of the alarm makes at most, when more is due after each
+/// or it keeps going off: every drain loop is bounded.
+const PASSES: u32 = 8;
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+
+    use super::*;
+    use crate::driver::futures::Registered;
+
+    struct Flag(AtomicBool);
+
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// A step ends while the alarm's pass runs, with a timer in it: the pass turns
+    /// again itself (as Tokio's pass goes on to every timer it finds due) rather than
+    /// leave it to the driver task, which under load waits its turn behind every
+    /// ready task.
+    #[test]
+    fn a_step_that_ends_during_the_alarms_pass_is_fired_by_it() {
+        let mut config = crate::builder::Builder::default()
+            .validate(1)
+            .expect("defaults");
+        config.shards = 1;
+        let shared = Shared::new(config, None);
+        shared
+            .parking
+            .install(Alarm::by_hand(Waker::from(Arc::new(Flag(
+                AtomicBool::new(false),
+            )))));
+        let woken = Arc::new(Flag(AtomicBool::new(false)));
+        let Registered::Pending(_) = shared.register(2, &Waker::from(woken.clone()), None, 0)
+        else {
+            panic!("step 2 is pending");
+        };
+        // The clock reads the end of step 1 when the pass turns, the end of step 2
+        // when it parks, and from then on.
+        let reads = AtomicU64::new(0);
+        let now = || {
+            let read = reads.fetch_add(1, Ordering::SeqCst);
+            shared.clock.step_end(if read == 0 { 1 } else { 2 })
+        };
+        shared.alarm_went_off(now);
+        assert!(
+            woken.0.load(Ordering::SeqCst),
+            "the step that ended during the pass was left to the driver task"
+        );
+        assert_eq!(shared.pending(), 0);
     }
 }
