@@ -1,9 +1,13 @@
-//! The process-wide [default timer](crate#default-timer), the one place every default
-//! entry point gets its timer from ([`with_default`]), and the free functions on it.
+//! The [default timers](crate#default-timer), the one place every default entry point
+//! gets its timer from ([`with_default`]), and the free functions on them.
 //!
-//! With the feature `test-util`, a caller inside a Tokio runtime gets a timer built on
-//! that runtime instead (one per runtime, cached by `tokio::runtime::Handle::id`),
-//! so that it follows that runtime's clock, paused or not.
+//! A caller inside a Tokio runtime gets a timer built on that runtime (one per
+//! runtime), so that its due timers wake their tasks from that runtime's own timer
+//! pass, as Tokio's do: a timer driven from another thread wakes them through the
+//! runtime's remote queue, which a busy runtime takes from once every few dozen
+//! tasks. With the feature `test-util` that timer follows the runtime's clock, paused
+//! or not. Outside any runtime (or on one without a time driver) the process-wide
+//! timer, on a thread of its own, serves.
 
 use std::future::{Future, IntoFuture};
 use std::panic::Location;
@@ -51,21 +55,33 @@ pub(crate) fn default_timer() -> &'static Timer {
 }
 
 /// Runs `f` with the timer the default entry points use from here (the free functions,
-/// `tower::TimeoutLayer::new`): the process-wide [`default_timer`], or with the feature
-/// `test-util`, inside a Tokio runtime with a time driver, that runtime's own.
+/// `tower::TimeoutLayer::new`): inside a Tokio runtime with a time driver, that
+/// runtime's own; elsewhere the process-wide [`default_timer`].
 ///
-/// Without the feature this is `f(default_timer())`: no lookup, no reference count,
-/// nothing written to memory another thread reads.
+/// A task on a multi-thread runtime that asked before on this thread finds it in a
+/// thread-local cache without a lookup (see `per_runtime::with_current`).
 #[inline]
 #[track_caller]
 pub(crate) fn with_default<R>(f: impl FnOnce(&Timer) -> R) -> R {
-    #[cfg(feature = "test-util")]
-    if let Some(timer) = per_runtime::current() {
-        return f(&timer);
-    }
     #[cfg(all(debug_assertions, not(feature = "test-util")))]
     missing_test_util::check();
-    f(default_timer())
+    per_runtime::with_current(f)
+}
+
+/// Whether the caller's Tokio clock stands still while the real one moves: paused.
+///
+/// Tokio offers no way to ask: its `Instant::now()` is read twice with a microsecond
+/// of the real clock between; a paused clock does not move meanwhile (it moves only
+/// by `advance` or by auto-advance, which needs the runtime idle, and this caller is
+/// running on it).
+#[cfg(not(feature = "test-util"))]
+fn clock_is_paused() -> bool {
+    let before = tokio::time::Instant::now();
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_micros(1) {
+        std::hint::spin_loop();
+    }
+    tokio::time::Instant::now() == before
 }
 
 /// In debug builds without the feature `test-util`: a caller on a runtime whose clock
@@ -75,15 +91,11 @@ pub(crate) fn with_default<R>(f: impl FnOnce(&Timer) -> R) -> R {
 ///
 /// # Implementation
 ///
-/// Tokio offers no way to ask whether a clock is paused: its `Instant::now()` is read
-/// twice with a microsecond of the real clock between; a paused clock does not move
-/// meanwhile (it moves only by `advance` or by auto-advance, which needs the runtime
-/// idle, and this caller is running on it). Each runtime is looked at once per
-/// thread: the last one found running is remembered.
+/// Each runtime is looked at once per thread ([`clock_is_paused`]): the last one
+/// found running is remembered.
 #[cfg(all(debug_assertions, not(feature = "test-util")))]
 mod missing_test_util {
     use std::cell::Cell;
-    use std::time::Duration;
 
     use tokio::runtime::{Handle, Id};
 
@@ -103,7 +115,7 @@ mod missing_test_util {
         if RUNNING.try_with(Cell::get).ok().flatten() == Some(id) {
             return;
         }
-        if is_paused() {
+        if super::clock_is_paused() {
             panic!(
                 "tokio-wheel: this runtime's clock is paused (`start_paused` or \
                  `tokio::time::pause`), but tokio-wheel's feature `test-util` is off, so \
@@ -114,19 +126,9 @@ mod missing_test_util {
         }
         let _ = RUNNING.try_with(|running| running.set(Some(id)));
     }
-
-    /// Whether the caller's Tokio clock stands still while the real one moves.
-    fn is_paused() -> bool {
-        let before = tokio::time::Instant::now();
-        let start = std::time::Instant::now();
-        while start.elapsed() < Duration::from_micros(1) {
-            std::hint::spin_loop();
-        }
-        tokio::time::Instant::now() == before
-    }
 }
 
-/// One timer per Tokio runtime, for the feature `test-util`.
+/// One timer per Tokio runtime.
 ///
 /// # Implementation
 ///
@@ -137,17 +139,31 @@ mod missing_test_util {
 /// next runtime that needs a timer prunes it, so a test suite that builds thousands
 /// of runtimes holds the timers of the live ones only. A runtime without a time driver
 /// cannot run one; it is remembered as such (the most recent few, which is all a test
-/// suite has alive at once) and uses the process-wide timer.
-#[cfg(feature = "test-util")]
+/// suite has alive at once) and uses the process-wide timer. So does, without the
+/// feature `test-util`, a current-thread runtime whose clock is paused when its timer
+/// would be built (a release build's paused test: that timer would follow the real
+/// clock while Tokio's paused timer armed its wakeups).
+///
+/// Two thread-local caches spare the lookup its lock: the last runtime this thread
+/// asked from, and, for a multi-thread runtime, the last task, which needs no
+/// `Handle` at all (Tokio numbers tasks from one process-wide counter, so a task id
+/// names one task of one runtime; a multi-thread runtime drives its timer for as long
+/// as it lives, wherever the task is polled from). A current-thread runtime is asked
+/// for its `Handle` every time: a `LocalSet`'s task may be driven by one such runtime
+/// and then another, and the first, not running, would never fire its timers.
 mod per_runtime {
+    use std::cell::RefCell;
     use std::sync::{Mutex, PoisonError};
+    #[cfg(feature = "test-util")]
     use std::time::Duration;
 
-    use tokio::runtime::{Handle, Id};
+    use tokio::runtime::{Handle, Id, RuntimeFlavor};
 
     use crate::timer::Timer;
 
-    /// The tick of a runtime's own timer: Tokio's timer's resolution.
+    /// The tick of a runtime's own timer under `test-util`: Tokio's timer's
+    /// resolution.
+    #[cfg(feature = "test-util")]
     pub(crate) const TEST_TICK: Duration = Duration::from_millis(1);
 
     /// How many runtimes without a time driver are remembered.
@@ -158,10 +174,79 @@ mod per_runtime {
     /// came; few enough to search in order.
     static TIMERS: Mutex<Vec<(Id, Option<Timer>)>> = Mutex::new(Vec::new());
 
-    /// The calling runtime's timer, made on its first use; `None` outside a runtime or
-    /// on one without a time driver.
-    pub(super) fn current() -> Option<Timer> {
-        let runtime = Handle::try_current().ok()?;
+    thread_local! {
+        /// The runtime this thread last asked from, and its timer (`None`: the
+        /// process-wide one).
+        static BY_RUNTIME: RefCell<Option<(Id, Option<Timer>)>> = const { RefCell::new(None) };
+        /// The task on a multi-thread runtime that last asked on this thread, and its
+        /// runtime's timer.
+        static BY_TASK: RefCell<Option<(tokio::task::Id, Timer)>> = const { RefCell::new(None) };
+    }
+
+    /// Runs `f` with the caller's runtime's timer, or the process-wide one.
+    #[inline]
+    pub(super) fn with_current<R>(f: impl FnOnce(&Timer) -> R) -> R {
+        let task = tokio::task::try_id();
+        let mut f = Some(f);
+        if let Some(task) = task {
+            // `f` runs inside the cache's shared borrow: a call it makes in turn finds
+            // the cache, or, missing, leaves it as it is.
+            let hit = BY_TASK.try_with(|cached| {
+                let cached = cached.try_borrow().ok()?;
+                let (id, timer) = cached.as_ref()?;
+                (*id == task && !timer.is_shutdown()).then(|| (f.take().expect("once"))(timer))
+            });
+            if let Ok(Some(done)) = hit {
+                return done;
+            }
+        }
+        let f = f.take().expect("not called yet");
+        let Ok(runtime) = Handle::try_current() else {
+            return f(super::default_timer());
+        };
+        let Some(timer) = of_runtime(&runtime) else {
+            return f(super::default_timer());
+        };
+        if let Some(task) = task {
+            if runtime.runtime_flavor() != RuntimeFlavor::CurrentThread {
+                let _ = BY_TASK.try_with(|cached| {
+                    if let Ok(mut cached) = cached.try_borrow_mut() {
+                        *cached = Some((task, timer.clone()));
+                    }
+                });
+            }
+        }
+        f(&timer)
+    }
+
+    /// `runtime`'s timer, from this thread's cache or the process's list.
+    fn of_runtime(runtime: &Handle) -> Option<Timer> {
+        let id = runtime.id();
+        let cached = BY_RUNTIME.try_with(|cached| {
+            let cached = cached.try_borrow().ok()?;
+            match cached.as_ref()? {
+                (known, timer) if *known == id => match timer {
+                    Some(timer) if timer.is_shutdown() => None,
+                    timer => Some(timer.clone()),
+                },
+                _ => None,
+            }
+        });
+        if let Ok(Some(timer)) = cached {
+            return timer;
+        }
+        let timer = current(runtime);
+        let _ = BY_RUNTIME.try_with(|cached| {
+            if let Ok(mut cached) = cached.try_borrow_mut() {
+                *cached = Some((id, timer.clone()));
+            }
+        });
+        timer
+    }
+
+    /// `runtime`'s timer, made on its first use; `None` on one without a time driver
+    /// (or, without `test-util`, a paused one).
+    fn current(runtime: &Handle) -> Option<Timer> {
         let id = runtime.id();
         let mut timers = TIMERS.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((_, timer)) = timers.iter().find(|(known, _)| *known == id) {
@@ -175,12 +260,7 @@ mod per_runtime {
         let (gone, mut live): (Vec<_>, Vec<_>) = std::mem::take(&mut *timers)
             .into_iter()
             .partition(|(_, timer)| timer.as_ref().is_some_and(Timer::is_shutdown));
-        // Tokio's own resolution, so that paused tests asserting whole milliseconds
-        // after a sleep hold as they do on Tokio's timer.
-        let timer = super::default_builder()
-            .tick(TEST_TICK)
-            .build_on(&runtime)
-            .ok();
+        let timer = build(runtime);
         if timer.is_none() {
             let without = live.iter().filter(|(_, timer)| timer.is_none()).count();
             if without >= NO_TIME_DRIVER_REMEMBERED {
@@ -196,8 +276,29 @@ mod per_runtime {
         timer
     }
 
+    /// A default timer on `runtime`. Under `test-util`, with Tokio's own resolution,
+    /// so that paused tests asserting whole milliseconds after a sleep hold as they do
+    /// on Tokio's timer.
+    #[cfg(feature = "test-util")]
+    fn build(runtime: &Handle) -> Option<Timer> {
+        super::default_builder()
+            .tick(TEST_TICK)
+            .build_on(runtime)
+            .ok()
+    }
+
+    /// A default timer on `runtime`, on the real clock, as the process-wide one;
+    /// `None` for a current-thread runtime whose clock is paused (see above).
+    #[cfg(not(feature = "test-util"))]
+    fn build(runtime: &Handle) -> Option<Timer> {
+        if runtime.runtime_flavor() == RuntimeFlavor::CurrentThread && super::clock_is_paused() {
+            return None;
+        }
+        super::default_builder().real_clock().build_on(runtime).ok()
+    }
+
     /// How many runtimes the cache holds an entry for.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "test-util"))]
     pub(super) fn cached() -> usize {
         TIMERS.lock().unwrap_or_else(PoisonError::into_inner).len()
     }

@@ -101,11 +101,15 @@
 //! # Default timer
 //!
 //! The free functions ([`sleep`], [`timeout`], [`interval`], ...) and
-//! `tower::TimeoutLayer::new` use one process-wide [`Timer`] (10 ms tick) created on
-//! first use, whose driver runs on its own thread with its own current-thread runtime,
-//! so they work from any runtime or none, at the cost of an explicit `Timer`. Because
-//! it runs elsewhere, it follows the **real clock**, not a test's paused one, unless
-//! the feature `test-util` is on.
+//! `tower::TimeoutLayer::new` use a [`Timer`] (10 ms tick) built on the *caller's*
+//! runtime on its first use there, one per runtime, so that their due timers wake
+//! their tasks from that runtime's own timer pass, as Tokio's do (a timer driven from
+//! another thread wakes them through the runtime's remote queue, which a busy runtime
+//! takes from once every few dozen tasks: under load, several times Tokio's
+//! lateness). Outside any runtime, or on one without a time driver, they use one
+//! process-wide timer, created on first use, whose driver runs on its own thread with
+//! its own current-thread runtime. Without the feature `test-util` both follow the
+//! **real clock**, not a test's paused one.
 //!
 //! With the feature **`test-util`**, meant for `[dev-dependencies]` as Tokio's is, they
 //! use a timer on the *caller's* runtime instead, built on its first use there with a
@@ -116,12 +120,11 @@
 //! `advance` that is Tokio's followed by [`catch_up`], which waits for the wheel's
 //! driver to fire what the advance passed, so that the tasks waiting on them are woken
 //! (after Tokio's own `advance` a due timer is ready when polled, but its task is woken
-//! only once the driver turns: `catch_up().await`). Outside a runtime, or on one
-//! without a time driver, they use the process-wide timer. Cargo's feature resolver 2
+//! only once the driver turns: `catch_up().await`). Cargo's feature resolver 2
 //! (the default since edition 2021) leaves a dev-dependency's features out of normal
-//! builds, so production code keeps the process-wide timer; tests, examples and
-//! benchmarks, which Cargo builds with the dev-dependencies, get the feature's timers
-//! (a 1 ms tick).
+//! builds, so production code keeps the real clock and the 10 ms tick; tests, examples
+//! and benchmarks, which Cargo builds with the dev-dependencies, get the feature's
+//! timers (a 1 ms tick).
 //!
 //! Without the feature, in a debug build, the first use of the default timer on a
 //! runtime whose clock is paused panics with a message naming the feature, instead of

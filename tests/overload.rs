@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use std::future::Future;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
 use tokio_wheel::{DelayQueue, Instant, Timer};
 
 /// Busy tasks: each poll of one is a turn of the run queue that a woken task waits
@@ -161,4 +163,88 @@ fn the_free_functions_due_sleep_wakes_its_task_in_tokios_pass() {
     assert_one_wait(busy_polls_between(|_, deadline| async move {
         tokio_wheel::sleep_until(deadline).await
     }));
+}
+
+/// The thread each wake of a task came from, recorded before passing the wake on.
+struct RecordWakes {
+    threads: Arc<Mutex<Vec<Option<String>>>>,
+    task: std::task::Waker,
+}
+
+impl std::task::Wake for RecordWakes {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let name = std::thread::current().name().map(str::to_owned);
+        self.threads.lock().unwrap().push(name);
+        self.task.wake_by_ref();
+    }
+}
+
+/// The names of the threads that woke the task awaiting a free `sleep` of `ms`,
+/// awaited on `runtime` (the real clock).
+fn free_sleep_woken_from(runtime: tokio::runtime::Runtime, ms: u64) -> Vec<Option<String>> {
+    runtime.block_on(async {
+        tokio::spawn(async move {
+            let threads: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+            let mut sleep = tokio_wheel::sleep(Duration::from_millis(ms));
+            let start = Instant::now();
+            std::future::poll_fn(|cx| {
+                let recording = std::task::Waker::from(Arc::new(RecordWakes {
+                    threads: threads.clone(),
+                    task: cx.waker().clone(),
+                }));
+                std::pin::Pin::new(&mut sleep).poll(&mut std::task::Context::from_waker(&recording))
+            })
+            .await;
+            let took = start.elapsed();
+            // The real clock: never early; late by less than the default tick and a
+            // busy machine's slack.
+            assert!(took >= Duration::from_millis(ms), "early: {took:?}");
+            assert!(
+                took < Duration::from_millis(ms) + common::TICK + common::SLACK,
+                "late: {took:?}"
+            );
+            let woken = threads.lock().unwrap().clone();
+            woken
+        })
+        .await
+        .unwrap()
+    })
+}
+
+/// The free functions use a timer on the caller's runtime, whose due timers wake their
+/// tasks from that runtime's own timer pass (on its thread), not from the process-wide
+/// timer's thread: a busy runtime takes wakeups from other threads once every few
+/// dozen tasks. Real clock, with and without `test-util`.
+#[test]
+fn the_free_functions_wake_their_tasks_from_the_callers_runtime() {
+    let current_thread = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .thread_name("caller")
+        .build()
+        .unwrap();
+    let main = std::thread::current().name().map(str::to_owned);
+    let woken = free_sleep_woken_from(current_thread, 20);
+    assert!(!woken.is_empty(), "the sleep completed without a wake");
+    assert!(
+        woken.iter().all(|thread| *thread == main),
+        "woken from {woken:?}, not the runtime's thread {main:?}"
+    );
+    let multi_thread = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("caller-worker")
+        .build()
+        .unwrap();
+    let woken = free_sleep_woken_from(multi_thread, 20);
+    assert!(!woken.is_empty(), "the sleep completed without a wake");
+    assert!(
+        woken
+            .iter()
+            .all(|thread| thread.as_deref() == Some("caller-worker")),
+        "woken from {woken:?}, not one of the runtime's workers"
+    );
 }
