@@ -105,13 +105,13 @@ impl Clock {
         }
     }
 
-    /// Whether the step of the deadline at `offset` is at or before `elapsed`, i.e.
-    /// `step_at_offset(offset) <= elapsed`, with a multiplication instead of the
+    /// Whether the step of the deadline at `offset` is at or before `processed`, i.e.
+    /// `step_at_offset(offset) <= processed`, with a multiplication instead of the
     /// division: a `Sleep` asks this on every poll and drop.
-    pub(crate) fn is_processed(&self, offset: i64, elapsed: u64) -> bool {
+    pub(crate) fn is_processed(&self, offset: i64, processed: u64) -> bool {
         match u64::try_from(offset) {
-            // ceil(ns / step) <= elapsed  <=>  ns <= elapsed * step
-            Ok(ns) => elapsed >= MAX_STEP || ns <= elapsed.saturating_mul(self.step_ns),
+            // ceil(ns / step) <= processed  <=>  ns <= processed * step
+            Ok(ns) => processed >= MAX_STEP || ns <= processed.saturating_mul(self.step_ns),
             Err(_) => true,
         }
     }
@@ -123,8 +123,8 @@ impl Clock {
     }
 
     /// The offset of `duration` after `now`, with `duration` capped at about 30 years
-    /// (as Tokio's `sleep` caps it; [`deadline_after`] only saturates on overflow) and
-    /// the sum at the end of the wheel's range.
+    /// (as Tokio's `sleep` caps it, and as [`deadline_after`] caps it) and the sum at
+    /// the end of the wheel's range.
     #[inline]
     pub(crate) fn offset_after(&self, now: Instant, duration: Duration) -> i64 {
         // The common case, every `sleep(d)`: `now` after the origin. In u128
@@ -231,9 +231,12 @@ pub(crate) fn far_future(from: Instant) -> Instant {
     from + FAR_FUTURE
 }
 
-/// `from + d`, saturating to [`far_future`] instead of overflowing.
+/// `from + d`, with `d` capped at [`FAR_FUTURE`] (about 30 years, as Tokio's `sleep`
+/// caps it): the one saturation rule of every entry point that takes a duration, as
+/// [`Clock::offset_after`] keeps it for those that keep offsets.
 pub(crate) fn deadline_after(from: Instant, d: Duration) -> Instant {
-    from.checked_add(d).unwrap_or_else(|| far_future(from))
+    from.checked_add(d.min(FAR_FUTURE))
+        .unwrap_or_else(|| far_future(from))
 }
 
 #[cfg(test)]
@@ -281,11 +284,11 @@ mod tests {
             assert_eq!(clock.offset_of(instant), ns);
             let tick = clock.step_at_offset(ns);
             assert_eq!(tick, clock.step_at(instant), "{ns}");
-            for elapsed in [0, 1, 2, tick.saturating_sub(1), tick, tick + 1, u64::MAX] {
+            for processed in [0, 1, 2, tick.saturating_sub(1), tick, tick + 1, u64::MAX] {
                 assert_eq!(
-                    clock.is_processed(ns, elapsed),
-                    tick <= elapsed,
-                    "{ns} {elapsed}"
+                    clock.is_processed(ns, processed),
+                    tick <= processed,
+                    "{ns} {processed}"
                 );
             }
         }

@@ -81,12 +81,12 @@ enum State {
     /// move an entry (there was none, it had fired, or the new deadline had passed).
     /// Polled, it registers as `Idle` does; until then
     /// `is_elapsed` counts it as fired once its deadline has passed, as tokio's (whose
-    /// `reset` always registers) does, and records that as `Elapsed`.
+    /// `reset` always registers) does, and records that as `Complete`.
     Unregistered,
     /// In the wheel at `reg`, due at the deadline's step.
     Registered(Registration),
-    /// Fired.
-    Elapsed,
+    /// Complete: fired, or found due when polled or reset (its deadline passed).
+    Complete,
     /// Timed by the fallback `key` names (see `driver/fallback.rs`), its wheel no longer
     /// turning; the `Sleep` gives it back when it completes or drops.
     FellBack(FallbackKey),
@@ -96,7 +96,7 @@ enum State {
 // (`UNREGISTERED` with a key is `FellBack`).
 const IDLE: u64 = 0;
 const REGISTERED: u64 = 1;
-const ELAPSED: u64 = 2;
+const COMPLETE: u64 = 2;
 const UNREGISTERED: u64 = 3;
 const _: () = assert!(REGISTRATION_BITS + 2 <= 64);
 
@@ -107,14 +107,14 @@ impl State {
             State::Unregistered => UNREGISTERED,
             State::FellBack(key) => (key.to_bits() << 2) | UNREGISTERED,
             State::Registered(reg) => (reg.to_bits() << 2) | REGISTERED,
-            State::Elapsed => ELAPSED,
+            State::Complete => COMPLETE,
         }
     }
 
     fn unpack(bits: u64) -> State {
         match bits & 3 {
             REGISTERED => State::Registered(Registration::from_bits(bits >> 2)),
-            ELAPSED => State::Elapsed,
+            COMPLETE => State::Complete,
             UNREGISTERED => match FallbackKey::from_bits(bits >> 2) {
                 Some(key) => State::FellBack(key),
                 None => State::Unregistered,
@@ -186,7 +186,7 @@ impl Sleep {
         let shared = self.shared();
         let elapsed = match self.state() {
             State::Idle => return false,
-            State::Elapsed => return true,
+            State::Complete => return true,
             State::FellBack(_) => shared.fallback_has_passed(self.deadline()),
             State::Unregistered if shared.is_shutdown() => {
                 shared.fallback_has_passed(self.deadline())
@@ -204,7 +204,7 @@ impl Sleep {
         // An `Unregistered` one found elapsed records it, so that the next `poll` is `Ready`
         // without reading the clock again.
         if elapsed && self.state() == State::Unregistered {
-            self.state.store(State::Elapsed.pack(), Ordering::Relaxed);
+            self.state.store(State::Complete.pack(), Ordering::Relaxed);
         }
         elapsed
     }
@@ -255,7 +255,7 @@ impl Sleep {
                     None => State::Unregistered,
                 }
             }
-            State::Idle | State::Unregistered | State::Elapsed => State::Unregistered,
+            State::Idle | State::Unregistered | State::Complete => State::Unregistered,
             State::Registered(reg) => {
                 // The entry is named by the step of the deadline it was placed at.
                 let step = self.shared().clock.step_at_offset(old);
@@ -265,7 +265,7 @@ impl Sleep {
                         if let Some(waker) = self.shared().complete_due(reg, step, late, true) {
                             waker.wake();
                         }
-                        State::Elapsed
+                        State::Complete
                     }
                     None => {
                         let to = self.step();
@@ -301,7 +301,7 @@ impl Sleep {
         self.set_state(match (ready, key) {
             (Poll::Pending, Some(key)) => State::FellBack(key),
             (Poll::Pending, None) => State::Unregistered,
-            (Poll::Ready(()), _) => State::Elapsed,
+            (Poll::Ready(()), _) => State::Complete,
         });
         ready
     }
@@ -319,23 +319,23 @@ impl Future for Sleep {
         let this = self.get_mut();
         let shared = &*this.anchor.shared;
         let state = match this.state() {
-            State::Elapsed => return Poll::Ready(()),
+            State::Complete => return Poll::Ready(()),
             State::FellBack(_) => return this.poll_fallback(cx),
             // Due already (`advance`, a sleep elsewhere to the same instant, a
             // deadline in the past): ready without registering.
             State::Idle | State::Unregistered if shared.due(this.deadline).is_some() => {
-                State::Elapsed
+                State::Complete
             }
             State::Idle | State::Unregistered => {
                 match shared.register(this.step(), cx.waker(), this.anchor.site, this.deadline) {
                     Registered::Pending(reg) => State::Registered(reg),
-                    Registered::Due => State::Elapsed,
+                    Registered::Due => State::Complete,
                     Registered::Fallback => return this.poll_fallback(cx),
                 }
             }
             State::Registered(reg) => {
                 if shared.has_fired(reg, this.deadline) {
-                    State::Elapsed
+                    State::Complete
                 } else if let Some(late) = shared.due(this.deadline) {
                     // Due before the driver's turn: complete now, as if fired. The
                     // stored waker is woken unless it wakes this poll's task (a waker
@@ -346,12 +346,12 @@ impl Future for Sleep {
                             stored.wake();
                         }
                     }
-                    State::Elapsed
+                    State::Complete
                 } else if shared.update_waker(reg, this.step(), cx.waker()) {
                     return Poll::Pending;
                 } else if shared.has_fired(reg, this.deadline) || !shared.is_shutdown() {
                     // Fired since the first look (the lock just taken shows it).
-                    State::Elapsed
+                    State::Complete
                 } else {
                     // Drained unfired by shutdown or the driver's loss.
                     return this.poll_fallback(cx);
@@ -360,7 +360,7 @@ impl Future for Sleep {
         };
         this.set_state(state);
         match state {
-            State::Elapsed => Poll::Ready(()),
+            State::Complete => Poll::Ready(()),
             _ => Poll::Pending,
         }
     }

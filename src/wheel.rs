@@ -120,7 +120,7 @@ pub(crate) const KEY_BITS: u32 = 32 + GENERATION_BITS;
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum InsertError {
     /// The step has already been processed: the entry is due now.
-    Elapsed,
+    Processed,
     /// [`MAX_ENTRIES`] entries are already present.
     Full,
 }
@@ -234,10 +234,10 @@ pub(crate) struct Wheel<T> {
     level0_bits: u8,
     /// Level 0's slots - 1: a step's slot there is `step & level0_mask`.
     level0_mask: u64,
-    /// Every step `<= elapsed` has been processed: no entry has `step <= elapsed`.
-    /// `elapsed + 1` is the cursor, which fixes each entry's level and slot.
-    elapsed: u64,
-    /// Whether [`advance`](Wheel::advance) stopped partway through step `elapsed + 1`
+    /// Every step `<= processed` has been processed: no entry has `step <= processed`.
+    /// `processed + 1` is the cursor, which fixes each entry's level and slot.
+    processed: u64,
+    /// Whether [`advance`](Wheel::advance) stopped partway through step `processed + 1`
     /// (its budget ran out): that step takes no new entries, so that no new entry can
     /// share a step with one already handed out (see the module docs).
     in_progress: bool,
@@ -245,7 +245,7 @@ pub(crate) struct Wheel<T> {
     generation: u32,
     /// Entries whose steps are processed but which their holder keeps here until it
     /// takes them (see [`advance_due`](Wheel::advance_due)), by step. An entry is in
-    /// this list iff its step is at most `elapsed`; the driver's wheels never hold one.
+    /// this list iff its step is at most `processed`; the driver's wheels never hold one.
     due: Due,
 }
 
@@ -281,7 +281,7 @@ impl<T> Wheel<T> {
             levels,
             level0_bits: level0_bits as u8,
             level0_mask: slots as u64 - 1,
-            elapsed: 0,
+            processed: 0,
             in_progress: false,
             generation: 1,
             due: Due::EMPTY,
@@ -289,14 +289,14 @@ impl<T> Wheel<T> {
     }
 
     /// The last processed step.
-    pub(crate) fn elapsed(&self) -> u64 {
-        self.elapsed
+    pub(crate) fn processed(&self) -> u64 {
+        self.processed
     }
 
-    /// The first step [`insert`](Wheel::insert) accepts: `elapsed() + 1`, or the step
-    /// after that while `elapsed() + 1` is partly handed out.
+    /// The first step [`insert`](Wheel::insert) accepts: `processed() + 1`, or the step
+    /// after that while `processed() + 1` is partly handed out.
     pub(crate) fn first_open_step(&self) -> u64 {
-        self.elapsed + 1 + u64::from(self.in_progress)
+        self.processed + 1 + u64::from(self.in_progress)
     }
 
     /// Number of levels: at most one move down each, and so one driver wakeup each,
@@ -340,13 +340,13 @@ impl<T> Wheel<T> {
     ///
     /// # Errors
     ///
-    /// [`InsertError::Elapsed`] if `step < self.first_open_step()`: the caller fires it
+    /// [`InsertError::Processed`] if `step < self.first_open_step()`: the caller fires it
     /// itself. [`InsertError::Full`] if the wheel holds [`MAX_ENTRIES`] entries.
     #[inline]
     pub(crate) fn insert(&mut self, step: u64, value: T) -> Result<Key, (T, InsertError)> {
         let step = step.min(MAX_STEP);
         if step < self.first_open_step() {
-            return Err((value, InsertError::Elapsed));
+            return Err((value, InsertError::Processed));
         }
         let key = self.store(step, value)?;
         self.link(key.index);
@@ -412,7 +412,7 @@ impl<T> Wheel<T> {
 
     /// Processes steps up to and including `to`, handing every entry with
     /// `step <= to` to `expire` with its step, and stops early once `limit` (at least 1) entries were
-    /// handed out, even in the middle of a step. Returns `true` when `elapsed() == to`;
+    /// handed out, even in the middle of a step. Returns `true` when `processed() == to`;
     /// `false` means call again to continue.
     ///
     /// Visits only occupied slots, each at most once per call however far `to` is
@@ -440,7 +440,7 @@ impl<T> Wheel<T> {
         mut take_slot: impl FnMut(&mut Self, usize, &mut usize) -> bool,
     ) -> bool {
         let to = to.min(MAX_STEP);
-        if to <= self.elapsed {
+        if to <= self.processed {
             return true;
         }
         let mut budget = limit.max(1);
@@ -451,7 +451,7 @@ impl<T> Wheel<T> {
                 if event.step > to + 1 {
                     break;
                 }
-                self.elapsed = event.step - 1;
+                self.processed = event.step - 1;
                 self.move_down(event);
                 continue;
             }
@@ -460,7 +460,7 @@ impl<T> Wheel<T> {
             }
             // Nothing is due before `event.step`, and the cursor stays in level 0's
             // block: no entry changes level.
-            self.elapsed = event.step - 1;
+            self.processed = event.step - 1;
             self.in_progress = false;
             if budget == 0 {
                 return false;
@@ -471,9 +471,9 @@ impl<T> Wheel<T> {
             }
             // The cursor may now enter a new block; the loop then finds that block's
             // upper slots at or before the cursor and moves them down first.
-            self.elapsed = event.step;
+            self.processed = event.step;
         }
-        self.elapsed = to;
+        self.processed = to;
         self.in_progress = false;
         true
     }
@@ -534,7 +534,7 @@ impl<T> Wheel<T> {
     /// The earliest occupied slot: in the lowest level that has any, the first slot at
     /// or after the cursor's. (A lower level's slots all come before a higher one's.)
     fn next_event(&self) -> Option<Event> {
-        let cursor = self.elapsed + 1;
+        let cursor = self.processed + 1;
         let (level, entries) = self
             .levels
             .iter()
@@ -571,11 +571,14 @@ impl<T> Wheel<T> {
             if *budget == 0 {
                 return false;
             }
-            debug_assert_eq!(self.entries[index as usize].step(), self.elapsed + 1);
+            debug_assert_eq!(self.entries[index as usize].step(), self.processed + 1);
             // The slot's head is where `place` puts it: level 0, `slot`.
-            debug_assert_eq!(self.place(self.elapsed + 1), (0, slot));
+            debug_assert_eq!(self.place(self.processed + 1), (0, slot));
             self.unlink_from(index, (0, slot));
-            expire(self.elapsed + 1, self.entries.remove(index as usize).value);
+            expire(
+                self.processed + 1,
+                self.entries.remove(index as usize).value,
+            );
             *budget -= 1;
         }
     }
@@ -622,7 +625,7 @@ impl<T> Wheel<T> {
     /// lowest level whose block holding the cursor holds `step` too.
     #[inline]
     fn place(&self, step: u64) -> (usize, usize) {
-        let differ = (self.elapsed + 1) ^ step;
+        let differ = (self.processed + 1) ^ step;
         if differ >> self.level0_bits == 0 {
             return (0, (step & self.level0_mask) as usize);
         }
@@ -697,7 +700,7 @@ impl<T> Wheel<T> {
 /// and whose `remove` still finds a value no consumer took) keeps them instead: an
 /// [`advance_due`](Wheel::advance_due) moves the entries of each processed step,
 /// in place, to the *due* list, in step order, where their keys still name them.
-/// *Invariant:* an entry is in the due list iff its step is at most `elapsed` (it has
+/// *Invariant:* an entry is in the due list iff its step is at most `processed` (it has
 /// no place in the levels then), so the step an entry carries says which list it is
 /// in. Such a holder names its entries by index ([`at`](Wheel::at)) and checks that
 /// an entry is the one it means by a mark of its own in `T` (the queue's 64-bit
@@ -755,7 +758,7 @@ impl<T> Wheel<T> {
         );
         let step = step.min(MAX_STEP);
         let key = self.store(step, value)?;
-        let due = step <= self.elapsed;
+        let due = step <= self.processed;
         if due {
             self.link_due(key.index);
         } else {
@@ -791,7 +794,7 @@ impl<T> Wheel<T> {
 
     /// Processes steps up to and including `to`, moving the entries of each to the
     /// due list, whole steps at a time, until at least `limit` entries moved. Returns
-    /// `true` when `elapsed() == to`; `false` means call again to continue.
+    /// `true` when `processed() == to`; `false` means call again to continue.
     pub(crate) fn advance_due(&mut self, to: u64, limit: usize) -> bool {
         self.advance_by(to, limit, |wheel, slot, budget| {
             *budget = budget.saturating_sub(wheel.slot_to_due(slot));
@@ -799,8 +802,8 @@ impl<T> Wheel<T> {
         })
     }
 
-    /// Moves to the due list the entries of the step after `elapsed` (the cursor's,
-    /// not processed yet) whose values `pick` picks, as if their step were `elapsed`:
+    /// Moves to the due list the entries of the step after `processed` (the cursor's,
+    /// not processed yet) whose values `pick` picks, as if their step were `processed`:
     /// for a holder that knows, from what it stored in `T`, that their deadlines have
     /// passed though their step has not ended. Returns how many moved.
     pub(crate) fn due_from_cursor(&mut self, mut pick: impl FnMut(&T) -> bool) -> usize {
@@ -809,7 +812,7 @@ impl<T> Wheel<T> {
             "a holder of due entries advances by whole steps"
         );
         // The cursor's step is in level 0's current block, one step per slot.
-        let slot = ((self.elapsed + 1) & self.level0_mask) as usize;
+        let slot = ((self.processed + 1) & self.level0_mask) as usize;
         let Some(&head) = self.levels[0].heads.get(slot) else {
             return 0;
         };
@@ -817,10 +820,10 @@ impl<T> Wheel<T> {
         while index != NIL {
             let entry = &self.entries[index as usize];
             let next = entry.next;
-            debug_assert_eq!(entry.step(), self.elapsed + 1);
+            debug_assert_eq!(entry.step(), self.processed + 1);
             if pick(&entry.value) {
                 self.unlink_from(index, (0, slot));
-                self.entries[index as usize].set_step(self.elapsed);
+                self.entries[index as usize].set_step(self.processed);
                 self.link_due(index);
                 moved += 1;
             }
@@ -878,7 +881,7 @@ impl<T> Wheel<T> {
     #[inline]
     pub(crate) fn remove_any(&mut self, key: Key, step: u64) -> Option<T> {
         self.get(key, step)?;
-        if step <= self.elapsed {
+        if step <= self.processed {
             self.unlink_due(key.index);
         } else {
             self.unlink(key.index);
@@ -892,14 +895,14 @@ impl<T> Wheel<T> {
     /// names nothing at `step`.
     pub(crate) fn move_any(&mut self, key: Key, step: u64, to: u64) -> Option<bool> {
         self.get(key, step)?;
-        if step <= self.elapsed {
+        if step <= self.processed {
             self.unlink_due(key.index);
         } else {
             self.unlink(key.index);
         }
         let to = to.min(MAX_STEP);
         self.entries[key.index as usize].set_step(to);
-        let due = to <= self.elapsed;
+        let due = to <= self.processed;
         if due {
             self.link_due(key.index);
         } else {
@@ -1101,7 +1104,7 @@ mod tests {
             wheel.insert(step, step as u32).unwrap();
         }
         assert_eq!(collect(&mut wheel, 37), (1..=37).collect::<Vec<_>>());
-        assert_eq!(wheel.elapsed(), 37);
+        assert_eq!(wheel.processed(), 37);
         assert_eq!(collect(&mut wheel, 100), vec![38, 39, 40]);
     }
 
@@ -1109,7 +1112,7 @@ mod tests {
     fn elapsed_steps_are_refused() {
         let mut wheel = Wheel::new(4);
         collect(&mut wheel, 5);
-        assert_eq!(wheel.insert(5, 1), Err((1, InsertError::Elapsed)));
+        assert_eq!(wheel.insert(5, 1), Err((1, InsertError::Processed)));
         assert!(wheel.insert(6, 1).is_ok());
     }
 
@@ -1155,8 +1158,8 @@ mod tests {
             wheel.insert(2, v).unwrap();
         }
         assert!(!wheel.advance(2, 1, |_, _| {}));
-        assert_eq!((wheel.elapsed(), wheel.first_open_step()), (1, 3));
-        assert_eq!(wheel.insert(2, 9), Err((9, InsertError::Elapsed)));
+        assert_eq!((wheel.processed(), wheel.first_open_step()), (1, 3));
+        assert_eq!(wheel.insert(2, 9), Err((9, InsertError::Processed)));
         let key = wheel.insert(3, 9).unwrap();
         assert_eq!(collect(&mut wheel, 2).len(), 2);
         assert_eq!(wheel.first_open_step(), 3);
@@ -1199,12 +1202,12 @@ mod tests {
         let mut out = Vec::new();
         assert!(!wheel.advance(4, 2, |_, v| out.push(v)));
         assert_eq!(out.len(), 2);
-        assert_eq!(wheel.elapsed(), 2, "step 3 is not done");
+        assert_eq!(wheel.processed(), 2, "step 3 is not done");
         assert!(!wheel.advance(4, 2, |_, v| out.push(v)));
         assert!(wheel.advance(4, 2, |_, v| out.push(v)));
         out.sort_unstable();
         assert_eq!(out, vec![0, 1, 2, 3, 4, 9]);
-        assert_eq!(wheel.elapsed(), 4);
+        assert_eq!(wheel.processed(), 4);
     }
 
     #[test]

@@ -29,6 +29,34 @@ async fn schedule_saturates_huge_delays() {
     assert_eq!(timer.pending(), 2);
 }
 
+/// One saturation rule for every entry point that takes a duration: a hundred years
+/// is capped where `sleep` caps it (about 30 years, as Tokio's), not kept as given
+/// by some and capped by others.
+#[tokio::test(start_paused = true)]
+async fn every_entry_point_caps_a_duration_where_sleep_does() {
+    let timer = timer();
+    let century = Duration::from_secs(86_400 * 365 * 100);
+    let capped = timer.sleep(century).deadline();
+    assert!(capped < Instant::now() + Duration::from_secs(86_400 * 365 * 31));
+    let timeout = timer.timeout(century, std::future::pending::<()>());
+    let scheduled = timer.schedule(century, || unreachable!()).unwrap();
+    let moved = timer.schedule(TICK, || unreachable!()).unwrap();
+    assert!(moved.reset(century));
+    let queue = tokio_wheel::DelayQueue::with_timer(&timer);
+    let inserted = queue.insert("a", century);
+    let reset = queue.insert("b", TICK);
+    assert!(queue.reset(&reset, century));
+    for (what, deadline) in [
+        ("timeout", timeout.deadline()),
+        ("schedule", scheduled.deadline()),
+        ("Scheduled::reset", moved.deadline()),
+        ("DelayQueue::insert", queue.deadline(&inserted).unwrap()),
+        ("DelayQueue::reset", queue.deadline(&reset).unwrap()),
+    ] {
+        assert_eq!(deadline, capped, "{what}");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn dropping_every_timer_handle_leaves_pending_sleeps_working() {
     let timer = timer();

@@ -29,12 +29,12 @@ pub struct Key {
 pub(super) const SHARD_BITS: u32 = if usize::BITS >= 64 { 3 } else { 0 };
 
 /// Shards a queue has at most.
-pub(super) const MAX_SHARDS: usize = 1 << SHARD_BITS;
+pub(super) const MAX_QUEUE_SHARDS: usize = 1 << SHARD_BITS;
 
 impl Key {
     #[inline]
     pub(super) fn new(shard: usize, slot: usize, serial: u64) -> Key {
-        debug_assert!(shard < MAX_SHARDS);
+        debug_assert!(shard < MAX_QUEUE_SHARDS);
         Key {
             index: slot << SHARD_BITS | shard,
             serial,
@@ -44,7 +44,7 @@ impl Key {
     /// The shard that holds the value.
     #[inline]
     pub(super) fn shard(&self) -> usize {
-        self.index & (MAX_SHARDS - 1)
+        self.index & (MAX_QUEUE_SHARDS - 1)
     }
 
     /// The value's index in its shard's storage.

@@ -20,7 +20,7 @@ use std::task::{Context, Poll, Waker};
 
 use tokio::time::Instant;
 
-use super::expired::{Expired, Key, TryInsertError, MAX_SHARDS};
+use super::expired::{Expired, Key, TryInsertError, MAX_QUEUE_SHARDS};
 use super::shard::{Locked, Shard};
 use super::state::{lock, Aimed, Item, State};
 use super::waiting::Waiting;
@@ -33,12 +33,12 @@ use crate::wake::wake_all;
 use crate::wheel::InsertError;
 
 /// How many shards a new queue can put in use: one per thread that can run at once,
-/// at most [`MAX_SHARDS`]; at least two under `cfg(test)` and loom, whose tests and
+/// at most [`MAX_QUEUE_SHARDS`]; at least two under `cfg(test)` and loom, whose tests and
 /// models then reach the paths between shards on any machine.
 pub(super) fn shard_count() -> usize {
     let parallel = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let least = if cfg!(any(test, loom)) { 2 } else { 1 };
-    parallel.max(least).min(MAX_SHARDS)
+    parallel.max(least).min(MAX_QUEUE_SHARDS)
 }
 
 #[cfg(not(loom))]
@@ -257,7 +257,7 @@ impl<T> Queue<T> {
         };
         let (key, due) = match state.wheel.insert_or_due(step, item) {
             Ok(inserted) => inserted,
-            Err((item, InsertError::Full | InsertError::Elapsed)) => {
+            Err((item, InsertError::Full | InsertError::Processed)) => {
                 return Err(TryInsertError {
                     error: Error::AtCapacity {
                         max: crate::wheel::MAX_ENTRIES,

@@ -115,7 +115,7 @@ impl Shared {
                 drop(callback);
                 self.callbacks_left(1);
                 Err(match why {
-                    InsertError::Elapsed => Error::OutOfRange,
+                    InsertError::Processed => Error::OutOfRange,
                     InsertError::Full => Error::AtCapacity {
                         max: MAX_ENTRIES.min(self.max_pending),
                     },
@@ -134,7 +134,7 @@ impl Shared {
         // Past the last step a deadline can name, a callback would have saturated to a
         // step already processed (and run at once, however far it was asked for) or to
         // one the clock never reaches (and never run, the driver spinning): past the
-        // range, like the wheel's own `Elapsed`. At that last step, where far deadlines
+        // range, like the wheel's own `Processed`. At that last step, where far deadlines
         // saturate, the driver's clock decides, not what the wheel has processed: an
         // idle driver is not woken by the paused clock's jump. (Unknown: refused.)
         let last = self.clock.last_step();

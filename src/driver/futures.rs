@@ -41,8 +41,8 @@ impl Shared {
     /// [`Clock::offset_of`](crate::clock::Clock::offset_of)), has certainly fired: its
     /// shard has processed the deadline's step (lock-free).
     pub(crate) fn has_fired(&self, reg: Registration, offset: i64) -> bool {
-        let elapsed = self.shard(reg).elapsed.load(Ordering::Acquire);
-        self.clock.is_processed(offset, elapsed)
+        let processed = self.shard(reg).processed.load(Ordering::Acquire);
+        self.clock.is_processed(offset, processed)
     }
 
     /// How late the deadline `offset` is, if it has passed on the driver's clock (at
@@ -99,7 +99,7 @@ impl Shared {
                 self.arm_if_earlier(step);
                 Registered::Pending(Registration { shard: index, key })
             }
-            Err((_, InsertError::Elapsed)) => Registered::Due,
+            Err((_, InsertError::Processed)) => Registered::Due,
             // Entries are 32 bytes and a shard holds 2^32 - 1 of them; a future's
             // registration that would overflow it is timed elsewhere.
             Err((_, InsertError::Full)) => Registered::Fallback,

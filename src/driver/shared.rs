@@ -162,10 +162,10 @@ pub(super) fn drop_released<T>(released: Released<T>) {
 #[repr(align(128))] // one shard per cache line pair, against false sharing
 pub(super) struct Shard {
     pub(super) wheels: Mutex<Wheels>,
-    /// `wheels.futures.elapsed()`, mirrored after every change under the lock, so a
+    /// `wheels.futures.processed()`, mirrored after every change under the lock, so a
     /// future can learn it has fired without taking the lock. Shutdown leaves it
     /// where it is: what had fired by then, not what shutdown drained unfired.
-    pub(super) elapsed: AtomicU64,
+    pub(super) processed: AtomicU64,
 }
 
 /// The counts the driver keeps beside the shards' own, which [`Stats`] reports.
@@ -251,7 +251,7 @@ impl Shared {
         let shards = (0..config.shards)
             .map(|_| Shard {
                 wheels: Mutex::new(Wheels::new(config.wheel_size * steps_per_tick)),
-                elapsed: AtomicU64::new(0),
+                processed: AtomicU64::new(0),
             })
             .collect();
         let clock = Clock::new(Instant::now(), config.tick, steps_per_tick);

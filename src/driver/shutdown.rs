@@ -3,7 +3,7 @@
 //! every shard once, under its lock, taking out every future (nothing would wake them
 //! now) and the callbacks each gives up, then wake and drop outside the locks.
 //!
-//! Neither moves a shard's `elapsed`: a `Sleep` tells "fired" (its step processed)
+//! Neither moves a shard's `processed`: a `Sleep` tells "fired" (its step processed)
 //! from "drained" (gone unfired) by it, and is timed by its
 //! [`Fallback`](super::fallbacks::Fallback) from then on.
 

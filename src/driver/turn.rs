@@ -157,7 +157,7 @@ struct Taken {
 
 /// Takes what is due by `step` out of one shard's wheels (`wheels`, under its lock),
 /// at most [`BATCH`] entries from each, into `expired`, counting their lateness, and
-/// mirrors the futures' elapsed step in the shard. The callbacks' wheel only if
+/// mirrors the futures' processed step in the shard. The callbacks' wheel only if
 /// `callbacks`: else it stays for the driver task, which runs them.
 #[inline]
 fn take_due(
@@ -182,13 +182,13 @@ fn take_due(
             expired.push(Payload::Callback(callback));
         });
     shard
-        .elapsed
-        .store(wheels.futures.elapsed(), Ordering::Release);
+        .processed
+        .store(wheels.futures.processed(), Ordering::Release);
     debug_assert!(
         !(callbacks && futures_done && callbacks_done)
-            || (wheels.futures.elapsed() == wheels.callbacks.elapsed()
-                && shard.elapsed.load(Ordering::Relaxed) == wheels.futures.elapsed()),
-        "after a shard's whole turn its two wheels and their mirror agree on the elapsed step"
+            || (wheels.futures.processed() == wheels.callbacks.processed()
+                && shard.processed.load(Ordering::Relaxed) == wheels.futures.processed()),
+        "after a shard's whole turn its two wheels and their mirror agree on the processed step"
     );
     Taken {
         done: futures_done && callbacks_done,
@@ -348,7 +348,7 @@ impl Shared {
                 if callbacks {
                     return wheels.next_expiration();
                 }
-                let processed = wheels.futures.elapsed();
+                let processed = wheels.futures.processed();
                 let callback = wheels
                     .callbacks
                     .next_expiration()

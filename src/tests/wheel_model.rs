@@ -23,13 +23,13 @@ use crate::wheel::{InsertError, Key, Wheel, MAX_STEP};
 
 #[derive(Debug, Clone)]
 pub(crate) enum Op {
-    /// Insert at `elapsed + delta` (0 = already elapsed).
+    /// Insert at `processed + delta` (0 = already processed).
     Insert(u64),
     /// Insert at an absolute, possibly huge, step.
     InsertAbsolute(u64),
     /// Remove with the n-th key held (live or handed out).
     Remove(usize),
-    /// Move the n-th key held to `elapsed + delta`.
+    /// Move the n-th key held to `processed + delta`.
     Reschedule(usize, u64),
     /// One call advancing by `delta` steps, handing out at most `limit`; it may stop
     /// partway, even inside a step.
@@ -86,7 +86,7 @@ impl Model {
                 self.live.insert(value, (key, step));
                 self.keys.push(Some((key, step)));
             }
-            Err((v, InsertError::Elapsed)) => {
+            Err((v, InsertError::Processed)) => {
                 assert_eq!(v, value);
                 assert!(step < open);
             }
@@ -128,7 +128,7 @@ impl Model {
         let Some((n, (key, step))) = self.held(n) else {
             return;
         };
-        let to = self.wheel.elapsed() + delta;
+        let to = self.wheel.processed() + delta;
         let open = self.wheel.first_open_step();
         match (
             self.live_value((key, step)),
@@ -140,7 +140,7 @@ impl Model {
                 self.keys[n] = Some((key, to));
             }
             (Some(v), Err(Some(out))) => {
-                assert!(to < open, "only an elapsed step hands the entry back");
+                assert!(to < open, "only an processed step hands the entry back");
                 assert_eq!(out, v);
                 self.live.remove(&v);
                 self.keys[n] = None;
@@ -150,9 +150,9 @@ impl Model {
         }
     }
 
-    /// One call to `advance`; returns whether it got to `elapsed + delta`.
+    /// One call to `advance`; returns whether it got to `processed + delta`.
     fn advance(&mut self, delta: u64, limit: usize) -> bool {
-        let to = self.wheel.elapsed().saturating_add(delta);
+        let to = self.wheel.processed().saturating_add(delta);
         let mut out = Vec::new();
         let done = self.wheel.advance(to, limit, |step, v| out.push((step, v)));
         assert!(out.len() <= limit.max(1), "handed out past the limit");
@@ -168,15 +168,15 @@ impl Model {
             );
             assert!(self.fired.insert(v));
         }
-        let elapsed = self.wheel.elapsed();
+        let processed = self.wheel.processed();
         if done {
-            assert_eq!(elapsed, to.min(MAX_STEP));
+            assert_eq!(processed, to.min(MAX_STEP));
         } else {
-            assert!(elapsed < to);
+            assert!(processed < to);
         }
         // Nothing due by a processed step is left behind.
         assert!(
-            self.live.values().all(|&(_, step)| step > elapsed),
+            self.live.values().all(|&(_, step)| step > processed),
             "entry left behind"
         );
         done
@@ -188,7 +188,7 @@ impl Model {
         match (self.wheel.next_expiration(), min) {
             (None, None) => {}
             (Some(next), Some(min)) => {
-                assert!(next > self.wheel.elapsed());
+                assert!(next > self.wheel.processed());
                 assert!(
                     next <= min,
                     "next_expiration {next} after the earliest entry {min}"
@@ -224,7 +224,7 @@ pub(crate) fn check(slots: usize, ops: &[Op]) {
     let mut model = Model::new(slots);
     for op in ops {
         match *op {
-            Op::Insert(delta) => model.insert(model.wheel.elapsed() + delta),
+            Op::Insert(delta) => model.insert(model.wheel.processed() + delta),
             Op::InsertAbsolute(step) => model.insert(step),
             Op::Remove(n) => model.remove(n),
             Op::Reschedule(n, delta) => model.reschedule(n, delta),
@@ -236,7 +236,7 @@ pub(crate) fn check(slots: usize, ops: &[Op]) {
     }
     let remaining = model.live.len();
     let before = model.fired.len();
-    while !model.advance(MAX_STEP - model.wheel.elapsed(), usize::MAX) {}
+    while !model.advance(MAX_STEP - model.wheel.processed(), usize::MAX) {}
     assert_eq!(model.fired.len(), before + remaining);
     assert_eq!(model.wheel.len(), 0);
 }
@@ -270,7 +270,7 @@ pub(crate) fn fuzz(data: &[u8]) {
 #[cfg(test)]
 #[derive(Debug, Clone)]
 pub(crate) enum DueOp {
-    /// Insert at `elapsed + delta - 3` (saturating): the first three are due at once.
+    /// Insert at `processed + delta - 3` (saturating): the first three are due at once.
     Insert(u64),
     /// Advance by `delta`, moving at least `limit` entries to the due list if as many
     /// are due (whole steps at a time).
@@ -280,7 +280,7 @@ pub(crate) enum DueOp {
     Pop,
     /// Remove the n-th value held.
     Remove(usize),
-    /// Move the n-th value held to `elapsed + delta - 3` (saturating).
+    /// Move the n-th value held to `processed + delta - 3` (saturating).
     Move(usize, u64),
 }
 
@@ -312,7 +312,7 @@ struct DueModel {
 #[cfg(test)]
 impl DueModel {
     fn step(&self, delta: u64) -> u64 {
-        (self.wheel.elapsed() + delta).saturating_sub(3)
+        (self.wheel.processed() + delta).saturating_sub(3)
     }
 
     /// Key and step of the n-th value held, found by index and checked by value.
@@ -330,19 +330,19 @@ impl DueModel {
                 let value = self.next_value;
                 self.next_value += 1;
                 let (key, due) = self.wheel.insert_or_due(step, value).expect("room");
-                assert_eq!(due, step <= self.wheel.elapsed());
+                assert_eq!(due, step <= self.wheel.processed());
                 self.held.insert(value, (step.min(MAX_STEP), due));
                 self.indices.push((value, Some(key.index())));
             }
             DueOp::Advance(delta, limit) => {
-                let to = self.wheel.elapsed().saturating_add(delta).min(MAX_STEP);
+                let to = self.wheel.processed().saturating_add(delta).min(MAX_STEP);
                 let before = self.wheel.due_len();
                 let done = self.wheel.advance_due(to, limit);
-                let elapsed = self.wheel.elapsed();
-                assert_eq!(done, elapsed == to);
+                let processed = self.wheel.processed();
+                assert_eq!(done, processed == to);
                 let mut moved = 0;
                 for (step, due) in self.held.values_mut() {
-                    if !*due && *step <= elapsed {
+                    if !*due && *step <= processed {
                         *due = true;
                         moved += 1;
                     }
@@ -351,14 +351,14 @@ impl DueModel {
                 assert!(done || moved >= limit, "stopped before its limit");
             }
             DueOp::Cursor(odd) => {
-                let cursor = self.wheel.elapsed() + 1;
-                let elapsed = self.wheel.elapsed();
+                let cursor = self.wheel.processed() + 1;
+                let processed = self.wheel.processed();
                 let moved = self.wheel.due_from_cursor(|v| v % 2 == u32::from(odd));
                 let mut expected = 0;
                 for (value, (step, due)) in self.held.iter_mut() {
                     if !*due && *step == cursor && value % 2 == u32::from(odd) {
                         *due = true;
-                        *step = elapsed;
+                        *step = processed;
                         expected += 1;
                     }
                 }
@@ -391,7 +391,7 @@ impl DueModel {
                 if let Some((_, value, key, step)) = self.find(n) {
                     let to = self.step(delta);
                     let due = self.wheel.move_any(key, step, to).expect("named");
-                    assert_eq!(due, to <= self.wheel.elapsed());
+                    assert_eq!(due, to <= self.wheel.processed());
                     self.held.insert(value, (to.min(MAX_STEP), due));
                 }
             }
@@ -437,8 +437,8 @@ pub(crate) fn check_due(slots: usize, ops: &[DueOp]) {
         model.apply(op);
         model.check();
     }
-    while model.wheel.elapsed() < MAX_STEP {
-        model.apply(&DueOp::Advance(MAX_STEP - model.wheel.elapsed(), 7));
+    while model.wheel.processed() < MAX_STEP {
+        model.apply(&DueOp::Advance(MAX_STEP - model.wheel.processed(), 7));
     }
     while !model.held.is_empty() {
         model.apply(&DueOp::Pop);
