@@ -200,11 +200,35 @@ mod per_runtime {
                 return done;
             }
         }
-        let f = f.take().expect("not called yet");
         let Ok(runtime) = Handle::try_current() else {
-            return f(super::default_timer());
+            return (f.take().expect("not called yet"))(super::default_timer());
         };
-        let Some(timer) = of_runtime(&runtime) else {
+        let id = runtime.id();
+        // This thread's last runtime: `f` runs inside the cache's shared borrow, as
+        // above, without a clone of the timer.
+        let hit = BY_RUNTIME.try_with(|cached| {
+            let cached = cached.try_borrow().ok()?;
+            let (known, timer) = cached.as_ref()?;
+            if *known != id || timer.as_ref().is_some_and(Timer::is_shutdown) {
+                return None;
+            }
+            let f = f.take().expect("once");
+            Some(match timer {
+                Some(timer) => f(timer),
+                None => f(super::default_timer()),
+            })
+        });
+        if let Ok(Some(done)) = hit {
+            return done;
+        }
+        let f = f.take().expect("not called yet");
+        let timer = current(&runtime);
+        let _ = BY_RUNTIME.try_with(|cached| {
+            if let Ok(mut cached) = cached.try_borrow_mut() {
+                *cached = Some((id, timer.clone()));
+            }
+        });
+        let Some(timer) = timer else {
             return f(super::default_timer());
         };
         if let Some(task) = task {
@@ -217,31 +241,6 @@ mod per_runtime {
             }
         }
         f(&timer)
-    }
-
-    /// `runtime`'s timer, from this thread's cache or the process's list.
-    fn of_runtime(runtime: &Handle) -> Option<Timer> {
-        let id = runtime.id();
-        let cached = BY_RUNTIME.try_with(|cached| {
-            let cached = cached.try_borrow().ok()?;
-            match cached.as_ref()? {
-                (known, timer) if *known == id => match timer {
-                    Some(timer) if timer.is_shutdown() => None,
-                    timer => Some(timer.clone()),
-                },
-                _ => None,
-            }
-        });
-        if let Ok(Some(timer)) = cached {
-            return timer;
-        }
-        let timer = current(runtime);
-        let _ = BY_RUNTIME.try_with(|cached| {
-            if let Ok(mut cached) = cached.try_borrow_mut() {
-                *cached = Some((id, timer.clone()));
-            }
-        });
-        timer
     }
 
     /// `runtime`'s timer, made on its first use; `None` on one without a time driver

@@ -464,3 +464,40 @@ async fn a_whole_millisecond_tick_can_be_a_millisecond_more_late_off_the_clocks_
         assert!(worst > tick, "{tick:?}/{wheel_size}: at most {worst:?}");
     }
 }
+
+/// Callbacks due in the past, scheduled in a burst while the driver lags, arm its
+/// wakeup once (at Tokio's next millisecond, as a past-due Tokio sleep fires), rather
+/// than each running a turn of the driver inside `schedule`; each still runs once, no
+/// earlier than its deadline.
+#[tokio::test(start_paused = true)]
+async fn past_due_callbacks_scheduled_in_a_burst_cost_no_turn_each() {
+    let timer = common::timer();
+    let mut far = timer.sleep(Duration::from_secs(3600));
+    assert!(common::poll(&mut far, std::task::Waker::noop()).is_pending());
+    // The driver task takes its first turn now; then the clock moves on while it is
+    // parked for the far sleep: the steps it passes end unprocessed.
+    tokio::task::yield_now().await;
+    tokio::time::advance(Duration::from_millis(50)).await;
+    let ran = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let before = timer.stats().driver_wakeups;
+    let deadline = Instant::now() - Duration::from_millis(10);
+    let handles: Vec<_> = (0..100)
+        .map(|_| {
+            let ran = ran.clone();
+            timer
+                .schedule_at(deadline, move || {
+                    assert!(Instant::now() >= deadline, "early");
+                    ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                })
+                .unwrap()
+        })
+        .collect();
+    let turns = timer.stats().driver_wakeups - before;
+    assert!(
+        turns <= 1,
+        "{turns} turns of the driver inside 100 schedules"
+    );
+    tokio::time::sleep(common::TICK * 2).await;
+    assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 100);
+    assert!(handles.iter().all(|h| h.is_expired()));
+}

@@ -294,7 +294,12 @@ impl Parking {
         self.until.store(step, Ordering::SeqCst);
         let alarm = held.alarm.as_mut()?;
         let now = now();
-        let owed = wake_at(clock, step, now).is_none() || self.arm(alarm, clock, step, now);
+        // A step that has ended already (a callback due in the past goes to the first
+        // step not processed, which may have ended) gets the alarm at Tokio's next
+        // millisecond, as a Tokio sleep due in the past does: one pass then serves every
+        // registration until it, where a pass here would cost a turn per registration.
+        let at = wake_at(clock, step, now).unwrap_or(now + Duration::from_nanos(1));
+        let owed = self.arm_at(alarm, clock, at);
         let waker = alarm.waker().clone();
         drop(held);
         // Looked at once the lock is let go: a ring that found it held owes its pass
@@ -309,6 +314,12 @@ impl Parking {
             debug_assert!(false, "armed for a step that has ended");
             return true;
         };
+        self.arm_at(alarm, clock, at)
+    }
+
+    /// Arms `alarm` for the instant `at`, and the bound with it. Returns whether the
+    /// alarm went off on the spot: then a pass is owed.
+    fn arm_at(&self, alarm: &mut Alarm, clock: &Clock, at: Instant) -> bool {
         // Tokio fires the wakeup before its clock reaches its next whole millisecond
         // at or after `at`. Stored before arming: until then the previous wakeup, if
         // any, is still armed, and a larger bound than its own is still above the
