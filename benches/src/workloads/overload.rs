@@ -30,8 +30,8 @@ pub enum Sleeper {
     Tokio,
     /// `Timer::sleep_until` on a `Timer` with a 1 ms tick, built on the runtime.
     Explicit,
-    /// The free function `tokio_wheel::sleep_until`: the default timer, whose driver
-    /// runs on a thread of its own.
+    /// The free function `tokio_wheel::sleep_until`: the default timer, built on the
+    /// caller's runtime (10 ms tick).
     Free,
 }
 
