@@ -29,10 +29,10 @@
 //! apart.
 //!
 //! The stacks: tower's `TimeoutLayer::new`, on the server runtime's Tokio timer; this
-//! crate's `TimeoutLayer::new` (the default timer: its own thread, 10 ms tick; with
-//! this package's feature `test-util`, a 1 ms-tick timer on the server's runtime
-//! instead); and `TimeoutLayer::with_timer` on a 1 ms-tick `Timer` built on the
-//! server's runtime. It stops by itself in about 20 s; every request must be answered,
+//! crate's `TimeoutLayer::new` (the default timer of the runtime each request is
+//! served on, the server's: 10 ms tick; with this package's feature `test-util`, 1 ms);
+//! and `TimeoutLayer::with_timer` on a 1 ms-tick `Timer` built on the server's
+//! runtime. It stops by itself in about 20 s; every request must be answered,
 //! 200 or 503, or it panics.
 
 use std::collections::BTreeMap;
