@@ -285,9 +285,9 @@ pub mod loom_hooks {
         timer
     }
 
-    /// The alarm of an [`alarmed_timer`] going off, as if Tokio's clock had reached
-    /// the end of step `step`: a pass over the wheels here, or left to whoever holds
-    /// the alarm.
+    /// The alarm of an [`alarmed_timer`] going off, if it is armed, as Tokio's timer
+    /// would once its clock had reached the end of step `step`: a pass over the wheels
+    /// here, or left to whoever holds the alarm.
     pub fn ring(timer: &Timer, step: u64) {
         crate::driver::ring_by_hand(timer.shared(), step);
     }

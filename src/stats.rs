@@ -13,8 +13,10 @@ use std::time::Duration;
 pub struct Stats {
     /// Timers registered, not yet fired and not cancelled (as [`Timer::pending`](crate::Timer::pending)).
     pub pending: usize,
-    /// How many times the driver task has woken up. With nothing pending it does not
-    /// wake at all; with timers pending, about once per tick that has one due.
+    /// How many turns the driver has taken: its task's, and its alarm's passes from
+    /// Tokio's timer. With nothing pending it does not wake at all; with timers
+    /// pending, about once per tick that has one due (twice where a callback runs on
+    /// the `Inline` executor: the alarm's pass, then the task's turn).
     pub driver_wakeups: u64,
     /// Timers (futures and callbacks) the driver fired since the timer was built, and
     /// registered futures found due when polled before the driver's turn (they

@@ -679,6 +679,9 @@ fn alarm_while_armed_by_a_registration_is_answered() {
         let (woken, waker) = flag();
         let first = poll(&mut sleep, &waker);
         alarm.join().unwrap();
+        // Tokio's later passes: the alarm goes off if it is armed (a ring kept from
+        // passing re-arms it). A lost ring leaves it unarmed, and the sleep unwoken.
+        ring(&timer, 2);
         assert!(
             first.is_ready() || woken.0.load(Ordering::SeqCst),
             "the alarm's pass was lost: pending {}, parked until {}",
@@ -707,6 +710,49 @@ fn alarm_vs_driver_lost_completes_the_sleep() {
         alarm.join().unwrap();
         assert!(woken.0.load(Ordering::SeqCst), "the sleep was never woken");
         assert_eq!(timer.pending(), 0);
+        drop(sleep);
+    });
+}
+
+/// A registration that finds, under the alarm's lock, that another armed it earlier
+/// backs off; a ring that came while it held the lock is still answered (here by
+/// Tokio's next pass, which it re-arms the alarm for), and both sleeps are woken.
+#[test]
+fn alarm_while_a_registration_backs_off_is_answered() {
+    bounded().check(|| {
+        let timer = alarmed_timer(TICK);
+        let alarm = {
+            let timer = timer.clone();
+            thread::spawn(move || ring(&timer, 2))
+        };
+        let other = {
+            let timer = timer.clone();
+            thread::spawn(move || {
+                let mut sleep = timer.sleep_until(in_step(&timer, 2));
+                let (woken, waker) = flag();
+                let first = poll(&mut sleep, &waker);
+                (first.is_ready(), woken, sleep)
+            })
+        };
+        let mut sleep = timer.sleep_until(in_step(&timer, 2));
+        let (woken, waker) = flag();
+        let first = poll(&mut sleep, &waker);
+        alarm.join().unwrap();
+        let (other_first, other_woken, other_sleep) = other.join().unwrap();
+        ring(&timer, 2);
+        assert!(
+            first.is_ready() || woken.0.load(Ordering::SeqCst),
+            "here: the alarm's pass was lost: pending {}, parked until {}",
+            timer.pending(),
+            parked_until(&timer)
+        );
+        assert!(
+            other_first || other_woken.0.load(Ordering::SeqCst),
+            "there: the alarm's pass was lost: pending {}, parked until {}",
+            timer.pending(),
+            parked_until(&timer)
+        );
+        drop(other_sleep);
         drop(sleep);
     });
 }

@@ -110,3 +110,20 @@ async fn only_far_timers_cost_no_wakeups_per_revolution() {
     assert!(wakeups <= 10, "{wakeups} driver wakeups in 300 ms");
     far.abort();
 }
+
+/// Without the feature `test-util` a timer follows the real clock, also where the
+/// test pauses Tokio's clock after the timer's first use there (which the debug
+/// build's check for a paused clock, made at that first use, does not see): the
+/// sleep takes its time on the real clock, never less, however far Tokio's paused
+/// clock auto-advances meanwhile.
+#[cfg(not(feature = "test-util"))]
+#[tokio::test]
+async fn a_real_clock_sleep_is_never_early_after_tokios_clock_is_paused() {
+    tokio_wheel::sleep(Duration::from_millis(1)).await;
+    tokio::time::pause();
+    let start = Instant::now();
+    tokio_wheel::sleep(Duration::from_millis(300)).await;
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(300), "early: {took:?}");
+    assert!(took < Duration::from_millis(300) + SLACK, "late: {took:?}");
+}

@@ -23,12 +23,22 @@ use std::task::{Context, Waker};
 
 use tokio::time::{Instant, Sleep};
 
+use super::context;
+
 /// Tokio's sleep for the driver's next wakeup, and the waker it wakes.
 pub(super) struct Alarm {
-    /// `None` only in the loom models, which ring the alarm by hand.
+    /// `None` only in the loom models and unit tests, which ring the alarm by hand.
     sleep: Option<Pin<Box<Sleep>>>,
     /// The driver's `Wakeup`: what Tokio's timer calls when the sleep goes off.
     waker: Waker,
+    /// The instant it was last armed for.
+    armed_at: Option<Instant>,
+    /// Whether `sleep` was moved to the process-wide real-clock runtime (see
+    /// [`went_off_early`](Alarm::went_off_early)).
+    on_real_clock: bool,
+    /// A loom model's alarm: armed since it last rang, as Tokio's sleep would be.
+    #[cfg(loom)]
+    armed: bool,
 }
 
 impl fmt::Debug for Alarm {
@@ -49,18 +59,31 @@ impl Alarm {
         Alarm {
             sleep: Some(sleep),
             waker,
+            armed_at: None,
+            on_real_clock: false,
+            #[cfg(loom)]
+            armed: false,
         }
     }
 
     /// An alarm that Tokio never fires: a model or unit test rings it by hand.
     #[cfg(any(test, loom))]
     pub(super) fn by_hand(waker: Waker) -> Alarm {
-        Alarm { sleep: None, waker }
+        Alarm {
+            sleep: None,
+            waker,
+            armed_at: None,
+            on_real_clock: false,
+            #[cfg(loom)]
+            armed: false,
+        }
     }
 
-    /// The waker the alarm wakes.
-    pub(super) fn waker(&self) -> &Waker {
-        &self.waker
+    /// A loom model's alarm going off, as Tokio's would if it is armed: its waker, and
+    /// no longer armed.
+    #[cfg(loom)]
+    pub(super) fn go_off(&mut self) -> Option<Waker> {
+        std::mem::take(&mut self.armed).then(|| self.waker.clone())
     }
 
     /// Arms the alarm for `at`. Returns `true` if it has gone off already: Tokio fired
@@ -70,7 +93,12 @@ impl Alarm {
     /// registration), and a task that has spent its budget would have Tokio's sleep
     /// return `Pending` without registering, waking the alarm's waker instead.
     pub(super) fn arm(&mut self, at: Instant) -> bool {
+        self.armed_at = Some(at);
         let Some(sleep) = &mut self.sleep else {
+            #[cfg(loom)]
+            {
+                self.armed = true;
+            }
             return false;
         };
         sleep.as_mut().reset(at);
@@ -78,5 +106,39 @@ impl Alarm {
         pin!(tokio::task::unconstrained(sleep.as_mut()))
             .poll(&mut cx)
             .is_ready()
+    }
+}
+
+impl Alarm {
+    /// For a driver on the real clock: Tokio's timer fired the alarm though the real
+    /// clock (`now`) has not reached the instant it was armed for, so the clock of the
+    /// runtime it is on runs ahead of the real one (paused and advanced: a test
+    /// without the feature `test-util`, or one that pauses after the timer's first
+    /// use). Every later wakeup there would go off at once. Moves the alarm to the
+    /// process-wide runtime, whose clock is the real one; its wakeups then reach the
+    /// driver's tasks from that runtime's thread. Returns whether it moved.
+    pub(super) fn went_off_early(&mut self, now: Instant) -> bool {
+        if self.armed_at.is_none_or(|at| now >= at) {
+            return false;
+        }
+        self.move_to_real_clock(now)
+    }
+
+    /// Moves the alarm to the process-wide real-clock runtime (see
+    /// [`went_off_early`](Alarm::went_off_early)), unarmed; `now` is the real clock.
+    /// Returns whether it moved.
+    pub(super) fn move_to_real_clock(&mut self, now: Instant) -> bool {
+        if self.on_real_clock || self.sleep.is_none() {
+            return false;
+        }
+        let Some(real) = crate::background::runtime() else {
+            return false;
+        };
+        let Some(sleep) = context::enter(real, || Box::pin(tokio::time::sleep_until(now))) else {
+            return false;
+        };
+        self.sleep = Some(sleep);
+        self.on_real_clock = true;
+        true
     }
 }

@@ -16,7 +16,6 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::Waker;
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -208,13 +207,19 @@ impl Parking {
         self.state.fetch_or(RANG, Ordering::SeqCst) & HELD == 0
     }
 
-    /// The alarm's waker, if it is installed.
+    /// A loom model's alarm going off, if it is armed: its waker, to wake with no lock
+    /// held, as Tokio does.
     #[cfg(loom)]
-    pub(super) fn alarm_waker(&self) -> Option<Waker> {
-        self.hold()
-            .alarm
-            .as_ref()
-            .map(|alarm| alarm.waker().clone())
+    pub(super) fn go_off(&self) -> Option<std::task::Waker> {
+        self.hold().alarm.as_mut().and_then(Alarm::go_off)
+    }
+
+    /// A real-clock driver's alarm went off before the real clock (`now`) reached it:
+    /// see [`Alarm::went_off_early`].
+    pub(super) fn went_off_early(&self, now: Instant) {
+        if let Some(alarm) = self.hold().alarm.as_mut() {
+            alarm.went_off_early(now);
+        }
     }
 
     /// Takes the pass owed for a ring, if one is.
@@ -260,51 +265,66 @@ impl Parking {
     }
 
     /// Moves the alarm to `step` if the driver is parked until after it: a
-    /// registration's, called after the entry is in its shard. `now` reads the driver's
-    /// clock (read only if the alarm moves). If the alarm went off meanwhile, or
-    /// `step` has ended, returns the alarm's waker for the caller to wake, after its
-    /// locks, for the pass that is owed.
+    /// registration's, called after the entry is in its shard (and its lock released).
+    /// `now` reads the driver's clock (read only if the alarm moves).
+    ///
+    /// It never passes over the wheels itself (the caller may hold a lock of its own,
+    /// a `DelayQueue`'s, under which no user waker may run): a ring it kept from
+    /// passing, holding the alarm's lock, is answered by Tokio's next pass
+    /// ([`owe_soon`](Parking::owe_soon)).
     #[inline]
-    pub(super) fn arm_if_earlier(
-        &self,
-        step: u64,
-        clock: &Clock,
-        now: impl FnOnce() -> Instant,
-    ) -> Option<Waker> {
+    pub(super) fn arm_if_earlier(&self, step: u64, clock: &Clock, now: impl FnOnce() -> Instant) {
         if step < self.until.load(Ordering::SeqCst) {
-            self.arm_earlier(step, clock, now)
-        } else {
-            None
+            self.arm_earlier(step, clock, now);
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn arm_earlier(
-        &self,
-        step: u64,
-        clock: &Clock,
-        now: impl FnOnce() -> Instant,
-    ) -> Option<Waker> {
+    fn arm_earlier(&self, step: u64, clock: &Clock, now: impl FnOnce() -> Instant) {
         let mut held = self.hold();
+        let mut now = Some(now);
+        let mut read = None;
+        let mut owed = false;
         // A park since the check above may have armed it earlier still.
-        if step >= self.until.load(Ordering::SeqCst) {
-            return None;
+        if step < self.until.load(Ordering::SeqCst) {
+            self.until.store(step, Ordering::SeqCst);
+            if let Some(alarm) = held.alarm.as_mut() {
+                let at_now = (now.take().expect("read once"))();
+                read = Some(at_now);
+                // A step that has ended already (a callback due in the past goes to the
+                // first step not processed, which may have ended) gets the alarm at
+                // Tokio's next millisecond, as a Tokio sleep due in the past does: one
+                // pass then serves every registration until it.
+                let at = wake_at(clock, step, at_now).unwrap_or(at_now + Duration::from_nanos(1));
+                owed = self.arm_at(alarm, clock, at);
+            }
         }
-        self.until.store(step, Ordering::SeqCst);
-        let alarm = held.alarm.as_mut()?;
-        let now = now();
-        // A step that has ended already (a callback due in the past goes to the first
-        // step not processed, which may have ended) gets the alarm at Tokio's next
-        // millisecond, as a Tokio sleep due in the past does: one pass then serves every
-        // registration until it, where a pass here would cost a turn per registration.
-        let at = wake_at(clock, step, now).unwrap_or(now + Duration::from_nanos(1));
-        let owed = self.arm_at(alarm, clock, at);
-        let waker = alarm.waker().clone();
         drop(held);
-        // Looked at once the lock is let go: a ring that found it held owes its pass
-        // to this caller.
-        (owed || self.rang()).then_some(waker)
+        // Looked at once the lock is let go, on every path: a ring that found it held
+        // owes its pass to this caller.
+        if owed || self.rang() {
+            let now = read.unwrap_or_else(|| (now.take().expect("read once"))());
+            self.owe_soon(clock, now);
+        }
+    }
+
+    /// A pass is owed (`RANG` is set) and nobody is passing: has Tokio's next pass over
+    /// its timers answer it, by arming the alarm for its next millisecond (the ring
+    /// then finds `RANG` and passes); the driver task answers instead if the alarm
+    /// goes off on the spot again.
+    #[cold]
+    fn owe_soon(&self, clock: &Clock, now: Instant) {
+        self.state.fetch_or(RANG, Ordering::SeqCst);
+        let mut held = self.hold();
+        let again = held
+            .alarm
+            .as_mut()
+            .is_some_and(|alarm| self.arm_at(alarm, clock, now + Duration::from_nanos(1)));
+        drop(held);
+        if again {
+            self.wake_driver();
+        }
     }
 
     /// Arms `alarm` for `step`, which has not ended at `now`, and the bound with it.
@@ -331,7 +351,12 @@ impl Parking {
                     .saturating_add(TOKIO_MILLISECOND),
             );
         }
-        let went_off = alarm.arm(at);
+        let mut went_off = alarm.arm(at);
+        // On the real clock `at` is ahead of it, so Tokio fires on the spot only if its
+        // clock runs ahead (paused and advanced): move to the real clock and arm there.
+        if went_off && !self.may_pause && alarm.move_to_real_clock(at - Duration::from_nanos(1)) {
+            went_off = alarm.arm(at);
+        }
         if went_off {
             self.bound.clear();
         }

@@ -18,6 +18,10 @@ pub(super) struct Progress {
     /// The number of the latest turn that completed (processed every shard up to its
     /// clock).
     completed: AtomicU64,
+    /// Turns started and not yet ended (the driver task's and the alarm's may run at
+    /// once): one that started before a `catch_up` may still hold timers due before
+    /// it, taken out and not yet woken, when a later turn completes.
+    active: AtomicU64,
     /// Notified after every turn and when the driver stops.
     turned: Notify,
     /// Becomes `true` when the driver has stopped turning for good (shut down, or its
@@ -30,6 +34,7 @@ impl Progress {
         Progress {
             started: AtomicU64::new(0),
             completed: AtomicU64::new(0),
+            active: AtomicU64::new(0),
             turned: Notify::new(),
             stopped: watch::Sender::new(false),
         }
@@ -41,6 +46,7 @@ impl Progress {
     /// called between the two would count this turn, which stops short of the call,
     /// as one that started after it.)
     pub(super) fn start_turn(&self) -> u64 {
+        self.active.fetch_add(1, Ordering::SeqCst);
         self.started.fetch_add(1, Ordering::SeqCst) + 1
     }
 
@@ -50,6 +56,7 @@ impl Progress {
         if complete {
             self.completed.fetch_max(turn, Ordering::SeqCst);
         }
+        self.active.fetch_sub(1, Ordering::SeqCst);
         self.turned.notify_waiters();
     }
 
@@ -59,15 +66,19 @@ impl Progress {
         self.turned.notify_waiters();
     }
 
-    /// Waits until a turn that started after this call has completed, calling
-    /// `ask_for_a_turn` while it waits; or until `is_shutdown()`.
+    /// Waits until a turn that started after this call has completed and no turn is
+    /// under way (one that started before may still be waking what it took out),
+    /// calling `ask_for_a_turn` while it waits; or until `is_shutdown()`.
     pub(super) async fn catch_up(&self, is_shutdown: impl Fn() -> bool, ask_for_a_turn: impl Fn()) {
         let called = self.started.load(Ordering::SeqCst);
         loop {
             let mut turned = pin!(self.turned.notified());
             // Registered before the check, so a turn that ends in between is not missed.
             turned.as_mut().enable();
-            if is_shutdown() || self.completed.load(Ordering::SeqCst) > called {
+            if is_shutdown()
+                || (self.completed.load(Ordering::SeqCst) > called
+                    && self.active.load(Ordering::SeqCst) == 0)
+            {
                 return;
             }
             ask_for_a_turn();

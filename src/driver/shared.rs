@@ -414,17 +414,11 @@ impl Shared {
     }
 
     /// Moves the driver's alarm to `step` if it is armed for later: a registration's,
-    /// once its entry is in its shard and its lock released. If the alarm went off
-    /// meanwhile (or `step` has ended), the pass it owes runs here, through the
-    /// alarm's waker.
+    /// once its entry is in its shard and its lock released.
     #[inline]
     pub(super) fn arm_if_earlier(&self, step: u64) {
-        if let Some(alarm) = self
-            .parking
-            .arm_if_earlier(step, &self.clock, || self.now())
-        {
-            alarm.wake();
-        }
+        self.parking
+            .arm_if_earlier(step, &self.clock, || self.now());
     }
 
     /// "Now" for a deadline given relative to it, on the clock the driver follows,

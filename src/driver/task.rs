@@ -132,8 +132,11 @@ async fn run(mut guard: DriverGuard, notify: Arc<Notify>) {
             }
             Turn::Parked { .. } => {}
         }
-        // The alarm went off while this turn held its lock: this turn passes for it.
+        // The alarm went off while this turn held its lock: this task passes for it,
+        // after the tasks just woken have run.
         if shared.parking.answer() {
+            drop(shared);
+            tokio::task::yield_now().await;
             continue;
         }
         // Hold only the `Weak` while waiting, so that dropping the last handle ends
@@ -192,11 +195,12 @@ pub(crate) fn lose_by_hand(shared: &Shared) {
     shared.driver_lost();
 }
 
-/// Rings `shared`'s alarm as Tokio would once its clock has passed the end of `step`.
+/// Rings `shared`'s alarm as Tokio would once its clock has passed the end of `step`,
+/// if it is armed.
 #[cfg(loom)]
 pub(crate) fn ring_by_hand(shared: &Shared, step: u64) {
     shared.parking.alarm_step.fetch_max(step, Ordering::SeqCst);
-    if let Some(alarm) = shared.parking.alarm_waker() {
+    if let Some(alarm) = shared.parking.go_off() {
         alarm.wake();
     }
 }
@@ -210,6 +214,9 @@ impl Shared {
     fn alarm_went_off(self: &Arc<Self>, now: impl Fn() -> Instant) {
         if !self.parking.ring() {
             return;
+        }
+        if self.runtime.has_real_clock() {
+            self.parking.went_off_early(now());
         }
         let mut expired = Vec::new();
         let mut passes = 0;
@@ -286,5 +293,56 @@ mod tests {
             "the step that ended during the pass was left to the driver task"
         );
         assert_eq!(shared.pending(), 0);
+    }
+
+    /// With the `Inline` executor the alarm's pass leaves the callbacks' wheel behind
+    /// the futures'. A callback registered while the pass runs (on another worker;
+    /// here, from a waker the pass wakes) at a step the futures' wheel has processed
+    /// is not one the pass arms for, so the pass wakes the driver task for it.
+    #[test]
+    fn an_inline_callback_registered_during_an_alarm_pass_wakes_the_task() {
+        let mut config = crate::builder::Builder::default()
+            .validate(1)
+            .expect("defaults");
+        config.shards = 1;
+        let shared = Shared::new(config, None);
+        shared
+            .parking
+            .install(Alarm::by_hand(Waker::from(Arc::new(Flag(
+                AtomicBool::new(false),
+            )))));
+        let timer = crate::timer::Timer::from_shared(shared.clone());
+        struct Schedules(
+            crate::timer::Timer,
+            Instant,
+            std::sync::Mutex<Vec<crate::Scheduled>>,
+        );
+        impl Wake for Schedules {
+            fn wake(self: Arc<Self>) {
+                let scheduled = self.0.schedule_at(self.1, || {}).expect("scheduled");
+                self.2.lock().unwrap().push(scheduled);
+            }
+        }
+        // A deadline in step 1, which the pass (to the end of step 2) has processed.
+        let past = shared.clock.step_end(1) - std::time::Duration::from_nanos(1);
+        let schedules = Arc::new(Schedules(timer.clone(), past, Default::default()));
+        let Registered::Pending(_) = shared.register(2, &Waker::from(schedules.clone()), None, 0)
+        else {
+            panic!("step 2 is pending");
+        };
+        shared.alarm_went_off(|| shared.clock.step_end(2));
+        assert_eq!(schedules.2.lock().unwrap().len(), 1, "the waker scheduled");
+        assert_eq!(shared.pending(), 1, "the callback is in the wheel");
+        let notify = shared.parking.notify().clone();
+        let mut notified = std::pin::pin!(notify.notified());
+        let told = std::future::Future::poll(
+            notified.as_mut(),
+            &mut std::task::Context::from_waker(Waker::noop()),
+        )
+        .is_ready();
+        assert!(
+            told,
+            "an inline callback is due and the driver task was not woken"
+        );
     }
 }

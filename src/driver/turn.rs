@@ -206,14 +206,11 @@ impl Shared {
     /// [`BATCH`] expirations per shard), then, outside the locks, wakes the futures and
     /// dispatches the callbacks that fired.
     ///
-    /// The driver task reads the clock as `Instant::now()`, on the driver's runtime;
-    /// the alarm reads the driver's clock from wherever Tokio fires it
-    /// ([`Shared::now`]).
+    /// Both runners read the driver's clock ([`Shared::now`]): on a real-clock driver
+    /// that is the real clock even where the runtime's Tokio clock is paused (a test
+    /// without the feature `test-util`), which would otherwise fire its timers early.
     pub(super) fn turn(self: &Arc<Self>, runner: Runner, expired: &mut Vec<Payload>) -> Turn {
-        match runner {
-            Runner::Task => self.turn_with(Instant::now, Instant::now, runner, expired),
-            Runner::Alarm => self.turn_with(|| self.now(), || self.now(), runner, expired),
-        }
+        self.turn_with(|| self.now(), || self.now(), runner, expired)
     }
 
     /// [`turn`](Shared::turn) as if the clock read `now`.
@@ -327,10 +324,20 @@ impl Shared {
         if !advanced.complete {
             return Turn::Again;
         }
-        match self
-            .parking
-            .park(&self.clock, clock, || self.next_expiration(callbacks))
-        {
+        // A turn that left the callbacks' wheels to the task also sees, as it parks,
+        // a callback that came in meanwhile at a step already processed (registered
+        // after this turn passed its shard, while `busy` kept it from arming): the
+        // task is woken for it.
+        let callback_due = std::cell::Cell::new(false);
+        let parked = self.parking.park(&self.clock, clock, || {
+            let (next, due) = self.next_expiration(callbacks);
+            callback_due.set(callback_due.get() | due);
+            next
+        });
+        if callback_due.get() {
+            self.parking.wake_driver();
+        }
+        match parked {
             Parked::Idle => Turn::Parked { next: None },
             Parked::Until(step) => Turn::Parked { next: Some(step) },
             Parked::Due(_) => Turn::Again,
@@ -338,10 +345,13 @@ impl Shared {
     }
 
     /// The earliest step pending in any shard. Unless `callbacks`, a callback whose
-    /// step has been processed in the futures' wheel is not counted: the driver task,
-    /// woken for it, takes it (and parks for it, should it stop at its batch).
-    fn next_expiration(&self, callbacks: bool) -> Option<u64> {
-        self.shards
+    /// step has been processed in the futures' wheel is not counted, but said (the
+    /// second value): the driver task, woken for it, takes it (and parks for it,
+    /// should it stop at its batch).
+    fn next_expiration(&self, callbacks: bool) -> (Option<u64>, bool) {
+        let mut callback_due = false;
+        let next = self
+            .shards
             .iter()
             .filter_map(|s| {
                 let wheels = lock(&s.wheels);
@@ -349,16 +359,16 @@ impl Shared {
                     return wheels.next_expiration();
                 }
                 let processed = wheels.futures.processed();
-                let callback = wheels
-                    .callbacks
-                    .next_expiration()
-                    .filter(|&step| step > processed);
+                let callback = wheels.callbacks.next_expiration();
+                callback_due |= callback.is_some_and(|step| step <= processed);
+                let callback = callback.filter(|&step| step > processed);
                 match (wheels.futures.next_expiration(), callback) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 }
             })
-            .min()
+            .min();
+        (next, callback_due)
     }
 
     #[cfg(loom)]
@@ -426,5 +436,80 @@ mod tests {
         let _ = shared.turn_to(shared.clock.step_end(3), &mut expired);
         assert!(woken.0.load(Ordering::SeqCst));
         assert!(catch_up.as_mut().poll(&mut cx).is_ready());
+    }
+
+    /// Two runners may turn at once (the task, and the alarm on another worker): a
+    /// turn that started after the call and completes first does not end the wait
+    /// while an earlier turn still holds, unwoken, a sleep due before the call.
+    #[test]
+    fn catch_up_waits_for_a_concurrent_earlier_turn_to_wake_what_it_took() {
+        type CatchUp = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+        let mut config = crate::builder::Builder::default()
+            .validate(1)
+            .expect("defaults");
+        config.shards = 1;
+        let shared = Shared::new(config, None);
+        let woken_f = Arc::new(Flag(AtomicBool::new(false)));
+        let catch_up: Arc<std::sync::Mutex<Option<CatchUp>>> = Default::default();
+        struct Other {
+            shared: Arc<Shared>,
+            catch_up: Arc<std::sync::Mutex<Option<CatchUp>>>,
+            f: Arc<Flag>,
+            seen: std::sync::Mutex<Option<(bool, bool)>>,
+        }
+        impl Wake for Other {
+            fn wake(self: Arc<Self>) {
+                // The other runner's whole turn, started after the call.
+                let mut expired = Vec::new();
+                let _ = self
+                    .shared
+                    .turn_to(self.shared.clock.step_end(2), &mut expired);
+                let mut cx = Context::from_waker(Waker::noop());
+                let returned = self
+                    .catch_up
+                    .lock()
+                    .unwrap()
+                    .as_mut()
+                    .unwrap()
+                    .as_mut()
+                    .poll(&mut cx)
+                    .is_ready();
+                *self.seen.lock().unwrap() = Some((returned, self.f.0.load(Ordering::SeqCst)));
+            }
+        }
+        let other = Arc::new(Other {
+            shared: shared.clone(),
+            catch_up: catch_up.clone(),
+            f: woken_f.clone(),
+            seen: Default::default(),
+        });
+        let Registered::Pending(_) = shared.register(1, &Waker::from(other.clone()), None, 0)
+        else {
+            panic!("step 1 is pending");
+        };
+        let Registered::Pending(_) = shared.register(2, &Waker::from(woken_f.clone()), None, 0)
+        else {
+            panic!("step 2 is pending");
+        };
+        let mut expired = Vec::new();
+        let _ = shared.turn_with(
+            || {
+                // `catch_up` is called right after this turn was numbered.
+                let s = shared.clone();
+                let mut fut: CatchUp = Box::pin(async move { s.catch_up().await });
+                let mut cx = Context::from_waker(Waker::noop());
+                assert!(fut.as_mut().poll(&mut cx).is_pending());
+                *catch_up.lock().unwrap() = Some(fut);
+                shared.clock.step_end(2)
+            },
+            || shared.clock.step_end(2),
+            Runner::Task,
+            &mut expired,
+        );
+        let seen = other.seen.lock().unwrap().expect("the other turn ran");
+        assert!(
+            !seen.0 || seen.1,
+            "catch_up returned while a sleep due before the call was taken but not woken: {seen:?}"
+        );
     }
 }
