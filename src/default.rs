@@ -63,67 +63,8 @@ pub(crate) fn with_default<R>(f: impl FnOnce(&Timer) -> R) -> R {
     if let Some(timer) = per_runtime::current() {
         return f(&timer);
     }
-    #[cfg(all(debug_assertions, not(feature = "test-util")))]
-    missing_test_util::check();
+    crate::missing_test_util::check();
     f(default_timer())
-}
-
-/// In debug builds without the feature `test-util`: a caller on a runtime whose clock
-/// is paused gets a panic that names the feature, at its first use of the default
-/// timer there, instead of a test that waits on the real clock while its own stands
-/// still. Release builds have none of this.
-///
-/// # Implementation
-///
-/// Tokio offers no way to ask whether a clock is paused: its `Instant::now()` is read
-/// twice with a microsecond of the real clock between; a paused clock does not move
-/// meanwhile (it moves only by `advance` or by auto-advance, which needs the runtime
-/// idle, and this caller is running on it). Each runtime is looked at once per
-/// thread: the last one found running is remembered.
-#[cfg(all(debug_assertions, not(feature = "test-util")))]
-mod missing_test_util {
-    use std::cell::Cell;
-    use std::time::Duration;
-
-    use tokio::runtime::{Handle, Id};
-
-    thread_local! {
-        /// The runtime this thread last found with a running clock.
-        static RUNNING: Cell<Option<Id>> = const { Cell::new(None) };
-    }
-
-    /// Panics if the caller's runtime's clock is paused, at the caller's line.
-    #[track_caller]
-    pub(super) fn check() {
-        let Ok(runtime) = Handle::try_current() else {
-            return;
-        };
-        let id = runtime.id();
-        // In a thread-local's destructor the cache is gone: look again.
-        if RUNNING.try_with(Cell::get).ok().flatten() == Some(id) {
-            return;
-        }
-        if is_paused() {
-            panic!(
-                "tokio-wheel: this runtime's clock is paused (`start_paused` or \
-                 `tokio::time::pause`), but tokio-wheel's feature `test-util` is off, so \
-                 its free functions follow the real clock and would not see the paused \
-                 one: add `features = [\"test-util\"]` to tokio-wheel in \
-                 [dev-dependencies] (as for tokio), or build a `Timer` on this runtime"
-            );
-        }
-        let _ = RUNNING.try_with(|running| running.set(Some(id)));
-    }
-
-    /// Whether the caller's Tokio clock stands still while the real one moves.
-    fn is_paused() -> bool {
-        let before = tokio::time::Instant::now();
-        let start = std::time::Instant::now();
-        while start.elapsed() < Duration::from_micros(1) {
-            std::hint::spin_loop();
-        }
-        tokio::time::Instant::now() == before
-    }
 }
 
 /// One timer per Tokio runtime, for the feature `test-util`.
@@ -141,14 +82,10 @@ mod missing_test_util {
 #[cfg(feature = "test-util")]
 mod per_runtime {
     use std::sync::{Mutex, PoisonError};
-    use std::time::Duration;
 
     use tokio::runtime::{Handle, Id};
 
     use crate::timer::Timer;
-
-    /// The tick of a runtime's own timer: Tokio's timer's resolution.
-    pub(crate) const TEST_TICK: Duration = Duration::from_millis(1);
 
     /// How many runtimes without a time driver are remembered.
     const NO_TIME_DRIVER_REMEMBERED: usize = 16;
@@ -175,12 +112,9 @@ mod per_runtime {
         let (gone, mut live): (Vec<_>, Vec<_>) = std::mem::take(&mut *timers)
             .into_iter()
             .partition(|(_, timer)| timer.as_ref().is_some_and(Timer::is_shutdown));
-        // Tokio's own resolution, so that paused tests asserting whole milliseconds
-        // after a sleep hold as they do on Tokio's timer.
-        let timer = super::default_builder()
-            .tick(TEST_TICK)
-            .build_on(&runtime)
-            .ok();
+        // The tick unset: Tokio's own millisecond under the feature, so that paused
+        // tests asserting whole milliseconds after a sleep hold as on Tokio's timer.
+        let timer = super::default_builder().build_on(&runtime).ok();
         if timer.is_none() {
             let without = live.iter().filter(|(_, timer)| timer.is_none()).count();
             if without >= NO_TIME_DRIVER_REMEMBERED {
@@ -381,6 +315,7 @@ pub fn pending_by_site() -> Vec<PendingSite> {
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
+/// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
 /// # // Without the feature `test-util` the default timer follows the real clock.
 /// # if cfg!(not(feature = "test-util")) { return; }
 /// use std::time::Duration;
@@ -422,6 +357,7 @@ pub fn catch_up() -> impl Future<Output = ()> + Send + 'static {
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
+/// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
 /// use std::time::Duration;
 ///
 /// let mut sleep = tokio_test::task::spawn(tokio_wheel::sleep(Duration::from_secs(30)));

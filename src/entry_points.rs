@@ -24,8 +24,14 @@ impl Timer {
     /// ones (`#[track_caller]`) call with their caller's line, and what code that
     /// cannot pass `#[track_caller]` on (a closure in between) calls with the line it
     /// took itself.
+    ///
+    /// In debug builds without the feature `test-util`, panics at its caller's line if
+    /// the caller's runtime's clock is paused, which no timer follows then
+    /// ([`missing_test_util`](crate::missing_test_util)).
     #[inline(always)]
+    #[track_caller]
     pub(crate) fn called_from(&self, site: &'static Location<'static>) -> CalledFrom<'_> {
+        crate::missing_test_util::check();
         CalledFrom { timer: self, site }
     }
 
@@ -111,6 +117,7 @@ impl Timer {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), tokio_wheel::Error> {
+    /// # if cfg!(not(feature = "test-util")) { return Ok(()); } // the paused clock needs it
     /// use std::sync::atomic::{AtomicUsize, Ordering};
     /// use std::sync::Arc;
     /// use std::time::Duration;
@@ -153,6 +160,7 @@ impl Timer {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), tokio_wheel::Error> {
+    /// # if cfg!(not(feature = "test-util")) { return Ok(()); } // the paused clock needs it
     /// use std::time::Duration;
     /// use tokio_wheel::{Instant, Timer};
     ///
@@ -187,6 +195,7 @@ impl Timer {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), tokio_wheel::Error> {
+    /// # if cfg!(not(feature = "test-util")) { return Ok(()); } // the paused clock needs it
     /// use std::sync::atomic::{AtomicBool, Ordering};
     /// use std::sync::Arc;
     /// use std::time::Duration;

@@ -4,8 +4,8 @@
 //!
 //! hyper speaks `std::time::Instant`; the wheel, Tokio's. The two are the same clock
 //! except under Tokio's paused clock, where only Tokio's is paused: `now()` therefore
-//! reads Tokio's, so that the deadlines hyper computes from it agree with the wheel
-//! in paused-clock tests too.
+//! reads the timer's own clock (Tokio's, with the feature `test-util`), so that the
+//! deadlines hyper computes from it agree with the wheel in paused-clock tests too.
 
 use std::pin::Pin;
 use std::time::{Duration, Instant as StdInstant};
@@ -31,8 +31,9 @@ impl rt::Timer for Timer {
         Box::pin(Timer::sleep_until(self, Instant::from_std(deadline)))
     }
 
-    /// The clock this timer measures durations from: Tokio's, paused when Tokio's is,
-    /// or the real clock when its driver's runtime cannot be paused.
+    /// The clock this timer measures durations from: with the feature `test-util`,
+    /// Tokio's, paused when Tokio's is; the real clock without it, or when its
+    /// driver's runtime cannot be paused.
     fn now(&self) -> StdInstant {
         self.shared().now().into_std()
     }

@@ -100,3 +100,28 @@ async fn inner_future_accessors() {
     assert_eq!(t.into_inner().await, 5);
     assert_eq!(timer.pending(), 0);
 }
+
+/// A service on `Timer::new()`, whose tick is not set, tested with the paused clock:
+/// its 25 ms deadline fires at exactly 25 ms, as on Tokio's timer, since a timer
+/// whose tick is not set has Tokio's millisecond under `test-util` (the 10 ms
+/// production tick would make it 30). A tick set explicitly is kept.
+#[tokio::test(start_paused = true)]
+async fn a_timer_whose_tick_is_not_set_has_tokios_millisecond_in_tests() {
+    let timer = tokio_wheel::Timer::new();
+    let service = |timer: &tokio_wheel::Timer| {
+        timer.timeout(Duration::from_millis(25), std::future::pending::<()>())
+    };
+    let start = Instant::now();
+    assert_eq!(service(&timer).await, Err(Elapsed::new()));
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(25), "early: {took:?}");
+    assert!(took < Duration::from_millis(26), "late: {took:?}");
+    assert_eq!(timer.tick(), Duration::from_millis(1));
+    let unset = tokio_wheel::Timer::builder().build().unwrap();
+    assert_eq!(unset.tick(), Duration::from_millis(1));
+    assert_eq!(
+        common::timer().tick(),
+        TICK,
+        "a tick set explicitly is kept"
+    );
+}
