@@ -14,6 +14,7 @@ use crate::builder::Builder;
 use crate::interval::Interval;
 use crate::sites::PendingSite;
 use crate::sleep::Sleep;
+use crate::stats::Stats;
 use crate::timeout::Timeout;
 use crate::timer::Timer;
 use tokio::time::Instant;
@@ -295,6 +296,34 @@ pub fn interval_at(start: Instant, period: Duration) -> Interval {
 #[track_caller]
 pub fn pending_by_site() -> Vec<PendingSite> {
     with_default(Timer::pending_by_site)
+}
+
+/// Counters of what the [default timer](crate#default-timer) has done; see
+/// [`Timer::stats`] and [`Stats`].
+///
+/// The timer is the one the free functions use from here: the process-wide one, or
+/// with the feature `test-util`, inside a runtime, that runtime's own. Report it
+/// beside [`pending_by_site`] (a log line every minute, an admin endpoint).
+///
+/// # Panics
+///
+/// As [`sleep`].
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use std::time::Duration;
+///
+/// let before = tokio_wheel::stats().fired;
+/// tokio_wheel::sleep(Duration::from_millis(20)).await;
+/// assert!(tokio_wheel::stats().fired > before);
+/// # }
+/// ```
+#[track_caller]
+pub fn stats() -> Stats {
+    with_default(Timer::stats)
 }
 
 /// Waits until the [default timer](crate#default-timer) has fired every timer due by

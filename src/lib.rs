@@ -211,7 +211,8 @@ pub use config::Executor;
 #[cfg(feature = "test-util")]
 pub use default::advance;
 pub use default::{
-    catch_up, interval, interval_at, pending_by_site, sleep, sleep_until, timeout, timeout_at,
+    catch_up, interval, interval_at, pending_by_site, sleep, sleep_until, stats, timeout,
+    timeout_at,
 };
 #[doc(inline)]
 pub use delay_queue::{DelayQueue, Expired, Key, NextExpired, TryInsertError};

@@ -64,7 +64,7 @@ fn a_paused_runtime_without_the_feature_test_util_is_told_to_add_it() {
     use std::sync::{Arc, Mutex};
 
     type Entry = fn() -> Pin<Box<dyn Future<Output = ()>>>;
-    let entry_points: [(&str, Entry); 17] = [
+    let entry_points: [(&str, Entry); 18] = [
         ("sleep", || {
             drop(tokio_wheel::sleep(Duration::from_millis(1)));
             Box::pin(async {})
@@ -86,6 +86,10 @@ fn a_paused_runtime_without_the_feature_test_util_is_told_to_add_it() {
             Box::pin(async {})
         }),
         ("catch_up", || Box::pin(tokio_wheel::catch_up())),
+        ("stats", || {
+            let _ = tokio_wheel::stats();
+            Box::pin(async {})
+        }),
         // An explicit timer, built on the paused runtime: its entry points.
         ("Timer::sleep", || {
             drop(Timer::new().sleep(Duration::from_millis(1)));
