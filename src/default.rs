@@ -398,6 +398,7 @@ pub fn catch_up() -> impl Future<Output = ()> + Send + 'static {
 ///
 /// [tokio-advance]: https://docs.rs/tokio/1/tokio/time/fn.advance.html
 #[cfg(feature = "test-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub async fn advance(duration: Duration) {
     tokio::time::advance(duration).await;
     catch_up().await;

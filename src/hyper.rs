@@ -20,6 +20,7 @@ use crate::timer::Timer;
 /// (`rt::Timer::reset`) moves one in place: no new box, no new wheel entry.
 ///
 /// [`reset`]: rt::Timer::reset
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
 impl rt::Timer for Timer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn rt::Sleep>> {
         Box::pin(Timer::sleep(self, duration))
@@ -52,4 +53,5 @@ impl rt::Timer for Timer {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
 impl rt::Sleep for Sleep {}

@@ -170,6 +170,8 @@
     clippy::undocumented_unsafe_blocks
 )]
 #![deny(missing_docs)]
+// docs.rs builds with `--cfg docsrs`, on nightly: items behind a feature say which.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
 
 // Modules depend in one direction: docs/DESIGN.md lists them bottom to top.
@@ -202,6 +204,7 @@ mod tests;
 mod timeout;
 mod timer;
 #[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
 mod wake;
 mod wheel;
@@ -209,6 +212,7 @@ mod wheel;
 pub use builder::Builder;
 pub use config::Executor;
 #[cfg(feature = "test-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub use default::advance;
 pub use default::{
     catch_up, interval, interval_at, pending_by_site, sleep, sleep_until, stats, timeout,
@@ -238,6 +242,7 @@ pub use tokio::time::{Instant, MissedTickBehavior};
 // Tokio's, for tests that import them from `tokio::time` (feature `test-util`): the
 // default timer follows the clock they pause and resume.
 #[cfg(feature = "test-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 #[doc(no_inline)]
 pub use tokio::time::{pause, resume};
 
