@@ -179,6 +179,11 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// Runs `future` with a deadline `duration` from now on the
 /// [default timer](crate#default-timer); see [`Timeout`].
 ///
+/// As with Tokio's `timeout`, the future is polled first, and the deadline fires less
+/// than a tick (10 ms in production) and a millisecond late: an answer just past
+/// the deadline (101 ms under 100 ms) can win; see
+/// [`Timeout`](Timeout#an-answer-just-past-the-deadline).
+///
 /// # Panics
 ///
 /// As [`sleep`].

@@ -55,6 +55,11 @@ impl Timer {
     }
 
     /// Runs `future` with a deadline `duration` from now; see [`Timeout`].
+    ///
+    /// The deadline fires less than a tick and a millisecond late, and the future is
+    /// polled first, as with Tokio's `timeout`: on the real clock an answer just past
+    /// the deadline (101 ms under 100 ms) can win; see
+    /// [`Timeout`](Timeout#an-answer-just-past-the-deadline).
     #[track_caller]
     pub fn timeout<F: IntoFuture>(&self, duration: Duration, future: F) -> Timeout<F::IntoFuture> {
         self.called_from(Location::caller())

@@ -125,3 +125,25 @@ async fn a_timer_whose_tick_is_not_set_has_tokios_millisecond_in_tests() {
         "a tick set explicitly is kept"
     );
 }
+
+/// An answer just past the deadline can win, as on Tokio's timer: a deadline inside
+/// a tick fires at the tick's end, and the `Timeout` polls its future first, so a
+/// future ready before then (here at 101 ms, under a 100 ms deadline that ends its
+/// 10 ms tick at 105 ms) is `Ok`, though the deadline has passed by then.
+#[tokio::test(start_paused = true)]
+async fn an_answer_ready_just_past_the_deadline_wins() {
+    let timer = timer();
+    // Ticks end 5 ms after whole tens of milliseconds from here.
+    tokio::time::advance(Duration::from_millis(5)).await;
+    let start = Instant::now();
+    let answer = timer
+        .timeout(Duration::from_millis(100), async {
+            tokio::time::sleep(Duration::from_millis(101)).await;
+            "late"
+        })
+        .await;
+    assert_eq!(answer, Ok("late"));
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(101), "early: {took:?}");
+    assert!(took < Duration::from_millis(101) + TICK, "{took:?}");
+}
