@@ -60,12 +60,11 @@ pub(super) struct DriverRuntime {
     /// Tokio clock is the driver's).
     handle: Option<Handle>,
     /// `handle`'s id, kept here so that [`is_current`](DriverRuntime::is_current),
-    /// asked on every `sleep(d)` of a current-thread driver, does not reach it
-    /// through the handle.
+    /// asked on every `sleep(d)` of a current-thread driver under `test-util`, does
+    /// not reach it through the handle.
     id: Option<Id>,
-    /// Whether the driver's clock is the real one: configured so
-    /// ([`Config::real_clock`](crate::config::Config::real_clock)), or a runtime whose
-    /// clock cannot be paused (multi-thread).
+    /// Whether the driver's clock is the real one
+    /// ([`follows_real_clock`](DriverRuntime::follows_real_clock)).
     real_clock: bool,
     /// Set when the runtime dropped the driver, whether or not it had shut down first.
     lost: OnceLock<Lost>,
