@@ -3,7 +3,7 @@
 //! `Timer`, then the same with `Interval::set_jitter`.
 //!
 //! ```text
-//! cargo run --release --example heartbeat_burst [heartbeats] [jitter %] [tick ms] [periods]
+//! cargo run --release --features test-util --example heartbeat_burst [heartbeats] [jitter %] [tick ms] [periods]
 //! ```
 //!
 //! Defaults: 100 000 heartbeats of 1 s, jitter 10% of the period, the default 10 ms

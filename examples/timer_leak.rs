@@ -1,7 +1,7 @@
 //! A timer leak, and the line that causes it, found with `Timer::pending_by_site`.
 //!
 //! ```text
-//! cargo run --release --example timer_leak [requests]
+//! cargo run --release --features test-util --example timer_leak [requests]
 //! ```
 //!
 //! A service keeps each request's deadline (a callback that would report it timed

@@ -5,14 +5,14 @@
 use std::time::Duration;
 
 use crate::config::Executor;
-use crate::config::{Config, MAX_WHEEL_SIZE, MIN_TICK};
+use crate::config::{Config, DEFAULT_TICK, MAX_WHEEL_SIZE, MIN_TICK};
 use crate::error::Error;
 
 /// Configures and starts a [`Timer`](crate::Timer).
 ///
 /// | setting | default | range |
 /// |---|---|---|
-/// | [`tick`](Builder::tick) | 10 ms | > 0 and < 584 years; below 1 ms raised to 1 ms |
+/// | [`tick`](Builder::tick) | 10 ms (1 ms with the feature `test-util`) | > 0 and < 584 years; below 1 ms raised to 1 ms |
 /// | [`wheel_size`](Builder::wheel_size) | 1024 ticks per revolution | 1 ..= 2^20, rounded up to a power of two |
 /// | [`max_pending`](Builder::max_pending) | unbounded | any; 0 refuses every callback |
 /// | [`executor`](Builder::executor) | [`Executor::Inline`] | see [`Executor`] |
@@ -48,7 +48,7 @@ pub struct Builder {
 impl Default for Builder {
     fn default() -> Self {
         Builder {
-            tick: Duration::from_millis(10),
+            tick: DEFAULT_TICK,
             wheel_size: 1024,
             max_pending: usize::MAX,
             executor: Executor::Inline,
@@ -63,6 +63,12 @@ impl Builder {
     /// (plus up to one millisecond, plus the runtime's scheduling delay), never before
     /// it. Default 10 ms. The millisecond is Tokio's: its timer, which wakes the
     /// driver, counts whole milliseconds, and a tick's end rarely falls on one.
+    ///
+    /// With the feature `test-util` (for tests, in `[dev-dependencies]`), a timer
+    /// whose tick is not set has a 1 ms tick instead, Tokio's resolution, as the free
+    /// functions' timer there: a paused test of code on [`Timer::new`](crate::Timer::new)
+    /// sees a 25 ms deadline fire at exactly 25 ms, as on Tokio's timer, not at the
+    /// next 10 ms tick. A tick set here is kept, with or without the feature.
     ///
     /// While timers are due the driver wakes about once per tick, at the tick's end
     /// (or at the whole millisecond of Tokio's before it), and fires every timer whose
@@ -183,6 +189,7 @@ impl Builder {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
+    /// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
     /// use std::collections::HashMap;
     /// use std::time::Duration;
     /// use tokio_wheel::Timer;
@@ -215,9 +222,9 @@ impl Builder {
     /// the shard count follows).
     pub(crate) fn validate(self, workers: usize) -> Result<Config, Error> {
         if self.tick.is_zero() {
-            return Err(Error::InvalidConfig(
-                "tick must be greater than zero (the default is 10 ms)".into(),
-            ));
+            return Err(Error::InvalidConfig(format!(
+                "tick must be greater than zero (the default is {DEFAULT_TICK:?})"
+            )));
         }
         if u64::try_from(self.tick.as_nanos()).is_err() {
             return Err(Error::InvalidConfig(format!(
@@ -252,9 +259,17 @@ mod tests {
         let ok = |b: Builder| b.validate(1).unwrap();
         let err = |b: Builder| b.validate(1).unwrap_err();
         let default = ok(Builder::default());
+        // Tokio's millisecond in tests with the feature; the production tick without.
+        let unset = if cfg!(feature = "test-util") {
+            Duration::from_millis(1)
+        } else {
+            Duration::from_millis(10)
+        };
+        assert_eq!((default.tick, default.wheel_size), (unset, 1024));
+        // A tick set explicitly is kept, either way.
         assert_eq!(
-            (default.tick, default.wheel_size),
-            (Duration::from_millis(10), 1024)
+            ok(Builder::default().tick(Duration::from_millis(10))).tick,
+            Duration::from_millis(10)
         );
         assert_eq!(ok(Builder::default().wheel_size(1000)).wheel_size, 1024);
         assert_eq!(ok(Builder::default().wheel_size(1)).wheel_size, 1);

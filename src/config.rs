@@ -16,6 +16,16 @@ pub(crate) const MAX_WHEEL_SIZE: usize = 1 << 20;
 /// bits (to keep entries at 32 bytes), which at 1 ms span 139 years.
 pub(crate) const MIN_TICK: Duration = Duration::from_millis(1);
 
+/// The tick of a timer whose tick is not set: 10 ms; with the feature `test-util`,
+/// 1 ms, Tokio's own resolution, so that a paused test asserting whole milliseconds
+/// after a sleep sees what it would see on Tokio's timer. Production builds keep the
+/// coarser tick, which costs fewer driver wakeups.
+pub(crate) const DEFAULT_TICK: Duration = if cfg!(feature = "test-util") {
+    MIN_TICK
+} else {
+    Duration::from_millis(10)
+};
+
 /// The most shards a timer has; it has one per core (or per worker of its runtime,
 /// if more) up to this ([`Config::shards_for`]).
 pub(crate) const MAX_SHARDS: usize = 64;

@@ -18,6 +18,7 @@ use crate::builder::Builder;
 use crate::interval::Interval;
 use crate::sites::PendingSite;
 use crate::sleep::Sleep;
+use crate::stats::Stats;
 use crate::timeout::Timeout;
 use crate::timer::Timer;
 use tokio::time::Instant;
@@ -63,69 +64,8 @@ pub(crate) fn default_timer() -> &'static Timer {
 #[inline]
 #[track_caller]
 pub(crate) fn with_default<R>(f: impl FnOnce(&Timer) -> R) -> R {
-    #[cfg(all(debug_assertions, not(feature = "test-util")))]
-    missing_test_util::check();
+    crate::missing_test_util::check();
     per_runtime::with_current(f)
-}
-
-/// Whether the caller's Tokio clock stands still while the real one moves: paused.
-///
-/// Tokio offers no way to ask: its `Instant::now()` is read twice with a microsecond
-/// of the real clock between; a paused clock does not move meanwhile (it moves only
-/// by `advance` or by auto-advance, which needs the runtime idle, and this caller is
-/// running on it).
-#[cfg(not(feature = "test-util"))]
-fn clock_is_paused() -> bool {
-    let before = tokio::time::Instant::now();
-    let start = std::time::Instant::now();
-    while start.elapsed() < Duration::from_micros(1) {
-        std::hint::spin_loop();
-    }
-    tokio::time::Instant::now() == before
-}
-
-/// In debug builds without the feature `test-util`: a caller on a runtime whose clock
-/// is paused gets a panic that names the feature, at its first use of the default
-/// timer there, instead of a test that waits on the real clock while its own stands
-/// still. Release builds have none of this.
-///
-/// # Implementation
-///
-/// Each runtime is looked at once per thread ([`clock_is_paused`]): the last one
-/// found running is remembered.
-#[cfg(all(debug_assertions, not(feature = "test-util")))]
-mod missing_test_util {
-    use std::cell::Cell;
-
-    use tokio::runtime::{Handle, Id};
-
-    thread_local! {
-        /// The runtime this thread last found with a running clock.
-        static RUNNING: Cell<Option<Id>> = const { Cell::new(None) };
-    }
-
-    /// Panics if the caller's runtime's clock is paused, at the caller's line.
-    #[track_caller]
-    pub(super) fn check() {
-        let Ok(runtime) = Handle::try_current() else {
-            return;
-        };
-        let id = runtime.id();
-        // In a thread-local's destructor the cache is gone: look again.
-        if RUNNING.try_with(Cell::get).ok().flatten() == Some(id) {
-            return;
-        }
-        if super::clock_is_paused() {
-            panic!(
-                "tokio-wheel: this runtime's clock is paused (`start_paused` or \
-                 `tokio::time::pause`), but tokio-wheel's feature `test-util` is off, so \
-                 its free functions follow the real clock and would not see the paused \
-                 one: add `features = [\"test-util\"]` to tokio-wheel in \
-                 [dev-dependencies] (as for tokio), or build a `Timer` on this runtime"
-            );
-        }
-        let _ = RUNNING.try_with(|running| running.set(Some(id)));
-    }
 }
 
 /// One timer per Tokio runtime.
@@ -154,17 +94,10 @@ mod missing_test_util {
 mod per_runtime {
     use std::cell::RefCell;
     use std::sync::{Mutex, PoisonError};
-    #[cfg(feature = "test-util")]
-    use std::time::Duration;
 
     use tokio::runtime::{Handle, Id, RuntimeFlavor};
 
     use crate::timer::Timer;
-
-    /// The tick of a runtime's own timer under `test-util`: Tokio's timer's
-    /// resolution.
-    #[cfg(feature = "test-util")]
-    pub(crate) const TEST_TICK: Duration = Duration::from_millis(1);
 
     /// How many runtimes without a time driver are remembered.
     const NO_TIME_DRIVER_REMEMBERED: usize = 16;
@@ -275,22 +208,21 @@ mod per_runtime {
         timer
     }
 
-    /// A default timer on `runtime`. Under `test-util`, with Tokio's own resolution,
-    /// so that paused tests asserting whole milliseconds after a sleep hold as they do
-    /// on Tokio's timer.
+    /// A default timer on `runtime`: its tick unset, so Tokio's own millisecond under
+    /// `test-util` (paused tests asserting whole milliseconds after a sleep hold as on
+    /// Tokio's timer), following the runtime's clock.
     #[cfg(feature = "test-util")]
     fn build(runtime: &Handle) -> Option<Timer> {
-        super::default_builder()
-            .tick(TEST_TICK)
-            .build_on(runtime)
-            .ok()
+        super::default_builder().build_on(runtime).ok()
     }
 
     /// A default timer on `runtime`, on the real clock, as the process-wide one;
     /// `None` for a current-thread runtime whose clock is paused (see above).
     #[cfg(not(feature = "test-util"))]
     fn build(runtime: &Handle) -> Option<Timer> {
-        if runtime.runtime_flavor() == RuntimeFlavor::CurrentThread && super::clock_is_paused() {
+        if runtime.runtime_flavor() == RuntimeFlavor::CurrentThread
+            && crate::missing_test_util::clock_is_paused()
+        {
             return None;
         }
         super::default_builder().real_clock().build_on(runtime).ok()
@@ -343,6 +275,11 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 
 /// Runs `future` with a deadline `duration` from now on the
 /// [default timer](crate#default-timer); see [`Timeout`].
+///
+/// As with Tokio's `timeout`, the future is polled first, and the deadline fires less
+/// than a tick (10 ms in production) and a millisecond late: an answer just past
+/// the deadline (101 ms under 100 ms) can win; see
+/// [`Timeout`](Timeout#an-answer-just-past-the-deadline).
 ///
 /// # Panics
 ///
@@ -463,6 +400,34 @@ pub fn pending_by_site() -> Vec<PendingSite> {
     with_default(Timer::pending_by_site)
 }
 
+/// Counters of what the [default timer](crate#default-timer) has done; see
+/// [`Timer::stats`] and [`Stats`].
+///
+/// The timer is the one the free functions use from here: the process-wide one, or
+/// with the feature `test-util`, inside a runtime, that runtime's own. Report it
+/// beside [`pending_by_site`] (a log line every minute, an admin endpoint).
+///
+/// # Panics
+///
+/// As [`sleep`].
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use std::time::Duration;
+///
+/// let before = tokio_wheel::stats().fired;
+/// tokio_wheel::sleep(Duration::from_millis(20)).await;
+/// assert!(tokio_wheel::stats().fired > before);
+/// # }
+/// ```
+#[track_caller]
+pub fn stats() -> Stats {
+    with_default(Timer::stats)
+}
+
 /// Waits until the [default timer](crate#default-timer) has fired every timer due by
 /// now; see [`Timer::catch_up`].
 ///
@@ -481,6 +446,7 @@ pub fn pending_by_site() -> Vec<PendingSite> {
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
+/// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
 /// # // Without the feature `test-util` the default timer follows the real clock.
 /// # if cfg!(not(feature = "test-util")) { return; }
 /// use std::time::Duration;
@@ -522,6 +488,7 @@ pub fn catch_up() -> impl Future<Output = ()> + Send + 'static {
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
+/// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
 /// use std::time::Duration;
 ///
 /// let mut sleep = tokio_test::task::spawn(tokio_wheel::sleep(Duration::from_secs(30)));
@@ -533,6 +500,7 @@ pub fn catch_up() -> impl Future<Output = ()> + Send + 'static {
 ///
 /// [tokio-advance]: https://docs.rs/tokio/1/tokio/time/fn.advance.html
 #[cfg(feature = "test-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub async fn advance(duration: Duration) {
     tokio::time::advance(duration).await;
     catch_up().await;

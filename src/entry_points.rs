@@ -24,8 +24,14 @@ impl Timer {
     /// ones (`#[track_caller]`) call with their caller's line, and what code that
     /// cannot pass `#[track_caller]` on (a closure in between) calls with the line it
     /// took itself.
+    ///
+    /// In debug builds without the feature `test-util`, panics at its caller's line if
+    /// the caller's runtime's clock is paused, which no timer follows then
+    /// ([`missing_test_util`](crate::missing_test_util)).
     #[inline(always)]
+    #[track_caller]
     pub(crate) fn called_from(&self, site: &'static Location<'static>) -> CalledFrom<'_> {
+        crate::missing_test_util::check();
         CalledFrom { timer: self, site }
     }
 
@@ -49,6 +55,11 @@ impl Timer {
     }
 
     /// Runs `future` with a deadline `duration` from now; see [`Timeout`].
+    ///
+    /// The deadline fires less than a tick and a millisecond late, and the future is
+    /// polled first, as with Tokio's `timeout`: on the real clock an answer just past
+    /// the deadline (101 ms under 100 ms) can win; see
+    /// [`Timeout`](Timeout#an-answer-just-past-the-deadline).
     #[track_caller]
     pub fn timeout<F: IntoFuture>(&self, duration: Duration, future: F) -> Timeout<F::IntoFuture> {
         self.called_from(Location::caller())
@@ -111,6 +122,7 @@ impl Timer {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), tokio_wheel::Error> {
+    /// # if cfg!(not(feature = "test-util")) { return Ok(()); } // the paused clock needs it
     /// use std::sync::atomic::{AtomicUsize, Ordering};
     /// use std::sync::Arc;
     /// use std::time::Duration;
@@ -153,6 +165,7 @@ impl Timer {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), tokio_wheel::Error> {
+    /// # if cfg!(not(feature = "test-util")) { return Ok(()); } // the paused clock needs it
     /// use std::time::Duration;
     /// use tokio_wheel::{Instant, Timer};
     ///
@@ -187,6 +200,7 @@ impl Timer {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), tokio_wheel::Error> {
+    /// # if cfg!(not(feature = "test-util")) { return Ok(()); } // the paused clock needs it
     /// use std::sync::atomic::{AtomicBool, Ordering};
     /// use std::sync::Arc;
     /// use std::time::Duration;

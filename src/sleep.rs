@@ -49,6 +49,7 @@ use crate::driver::{Anchor, FallbackKey, Registered, Registration, Shared, REGIS
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
+/// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
 /// use std::time::Duration;
 /// use tokio_wheel::Timer;
 ///

@@ -24,6 +24,18 @@ pin_project! {
     ///
     /// `Timeout<F>` is `Unpin` when `F` is.
     ///
+    /// # An answer just past the deadline
+    ///
+    /// On the real clock an answer that comes a little after the deadline can still
+    /// win: a 101 ms answer under a 100 ms deadline may be `Ok`. The deadline fires
+    /// less than a tick and a millisecond late (Tokio's timer, which wakes the driver,
+    /// counts whole milliseconds), and the `Timeout` then polls its future before it
+    /// looks at the deadline, as Tokio's `Timeout` does, so a future that is ready by
+    /// that poll wins. Never the other way: nothing is cut off before its deadline.
+    /// Where the deadline must be exact to the millisecond, give the timer a 1 ms
+    /// [`tick`](crate::Builder::tick); where a late answer must count as failed,
+    /// compare its arrival with the deadline yourself.
+    ///
     /// # Shutdown
     ///
     /// After [`Timer::shutdown`](crate::Timer::shutdown), or the loss of the driver's
@@ -39,6 +51,7 @@ pin_project! {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
+    /// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
     /// use std::time::Duration;
     /// use tokio_wheel::Timer;
     ///

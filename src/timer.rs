@@ -19,15 +19,20 @@ use crate::stats::Stats;
 /// Cloning is cheap (one `Arc`); every clone and every future made from it share one
 /// wheel. The driver task ends by itself once every clone and every future is gone.
 ///
-/// An explicit `Timer` follows the clock of the runtime it was built on, including
-/// `tokio::time::pause()` and `advance()` in tests, which the
-/// [default timer](crate#default-timer) does only with the feature `test-util`.
+/// A `Timer` follows the real clock, as Tokio's `Instant` does without Tokio's own
+/// `test-util`. With this crate's feature `test-util` (for tests: in
+/// `[dev-dependencies]`, as Tokio's) it follows the clock of the runtime it was built
+/// on instead, including `tokio::time::pause()` and `advance()`; in debug builds
+/// without the feature, a timer used on a runtime whose clock is paused panics, at
+/// the caller's line, saying to add the feature (see
+/// [the crate docs](crate#testing-with-the-paused-clock)).
 ///
 /// # Examples
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
+/// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
 /// use std::time::Duration;
 /// use tokio_wheel::Timer;
 ///
@@ -53,6 +58,10 @@ impl Timer {
     /// A timer with the default settings (10 ms tick, 1024 ticks per revolution, callbacks run
     /// [inline](crate::Executor::Inline), no cap on pending callbacks), its driver spawned
     /// on the current Tokio runtime.
+    ///
+    /// With the feature `test-util` its tick is 1 ms, Tokio's own resolution, so that
+    /// paused tests see a deadline fire at its exact millisecond, as on Tokio's timer
+    /// (see [`Builder::tick`]).
     ///
     /// # Panics
     ///
@@ -134,6 +143,7 @@ impl Timer {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
+    /// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
     /// use std::time::Duration;
     /// use tokio_wheel::Timer;
     ///
@@ -180,6 +190,7 @@ impl Timer {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
+    /// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
     /// use std::time::Duration;
     /// use tokio_wheel::Timer;
     ///
@@ -213,6 +224,7 @@ impl Timer {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
+    /// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
     /// use std::time::Duration;
     /// use tokio_test::{assert_pending, assert_ready, task};
     /// use tokio_wheel::Timer;
@@ -256,6 +268,7 @@ impl Timer {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), tokio_wheel::Error> {
+    /// # if cfg!(not(feature = "test-util")) { return Ok(()); } // the paused clock needs it
     /// use std::time::Duration;
     /// use tokio_wheel::{Error, Timer};
     ///

@@ -1,9 +1,13 @@
-//! The default timer's clock, in a process of its own (the default timer is made once
-//! per process): whichever runtime uses it first, it follows the real clock; and in
-//! debug builds without the feature `test-util`, a paused runtime's use of it is a
-//! panic that names the feature.
+//! Which clock timers follow without the feature `test-util`, and the default timer's,
+//! in a process of its own (the default timer is made once per process): whichever
+//! runtime uses it first, the default timer follows the real clock; without the
+//! feature an explicit `Timer` does too, even on a paused runtime; and in debug builds
+//! without the feature, a paused runtime's use of either is a panic that names the
+//! feature. Runs with and without the feature, and in release (`.ci/run`).
 
 use std::time::{Duration, Instant};
+
+use tokio_wheel::Timer;
 
 /// A paused runtime, its clock an hour in, that uses the free functions first.
 #[cfg(any(feature = "test-util", not(debug_assertions)))]
@@ -48,10 +52,10 @@ fn a_paused_runtime_that_uses_the_default_timer_first_leaves_it_on_the_real_cloc
     a_default_sleep_is_never_early();
 }
 
-/// Debug builds without `test-util`: the free functions on a paused runtime would
-/// follow the real clock while the test's stands still; the first use says so, naming
-/// the feature, at the caller's line (not the crate's), whichever default entry point
-/// it is, and leaves the default timer as it was.
+/// Debug builds without `test-util`: the free functions, and an explicit timer, on a
+/// paused runtime would follow the real clock while the test's stands still; the first
+/// use says so, naming the feature, at the caller's line (not the crate's), whichever
+/// entry point it is, and leaves the default timer as it was.
 #[cfg(all(debug_assertions, not(feature = "test-util")))]
 #[test]
 fn a_paused_runtime_without_the_feature_test_util_is_told_to_add_it() {
@@ -60,7 +64,7 @@ fn a_paused_runtime_without_the_feature_test_util_is_told_to_add_it() {
     use std::sync::{Arc, Mutex};
 
     type Entry = fn() -> Pin<Box<dyn Future<Output = ()>>>;
-    let entry_points: [(&str, Entry); 6] = [
+    let entry_points: [(&str, Entry); 18] = [
         ("sleep", || {
             drop(tokio_wheel::sleep(Duration::from_millis(1)));
             Box::pin(async {})
@@ -82,6 +86,63 @@ fn a_paused_runtime_without_the_feature_test_util_is_told_to_add_it() {
             Box::pin(async {})
         }),
         ("catch_up", || Box::pin(tokio_wheel::catch_up())),
+        ("stats", || {
+            let _ = tokio_wheel::stats();
+            Box::pin(async {})
+        }),
+        // An explicit timer, built on the paused runtime: its entry points.
+        ("Timer::sleep", || {
+            drop(Timer::new().sleep(Duration::from_millis(1)));
+            Box::pin(async {})
+        }),
+        ("Timer::sleep_until", || {
+            let at = tokio::time::Instant::now() + Duration::from_millis(1);
+            drop(Timer::new().sleep_until(at));
+            Box::pin(async {})
+        }),
+        ("Timer::timeout", || {
+            drop(Timer::new().timeout(Duration::from_millis(1), async {}));
+            Box::pin(async {})
+        }),
+        ("Timer::timeout_at", || {
+            let at = tokio::time::Instant::now() + Duration::from_millis(1);
+            drop(Timer::new().timeout_at(at, async {}));
+            Box::pin(async {})
+        }),
+        ("Timer::interval", || {
+            drop(Timer::new().interval(Duration::from_millis(1)));
+            Box::pin(async {})
+        }),
+        ("Timer::interval_at", || {
+            let at = tokio::time::Instant::now();
+            drop(Timer::new().interval_at(at, Duration::from_millis(1)));
+            Box::pin(async {})
+        }),
+        ("Timer::schedule", || {
+            drop(Timer::new().schedule(Duration::from_millis(1), || {}));
+            Box::pin(async {})
+        }),
+        ("Timer::schedule_at", || {
+            let at = tokio::time::Instant::now() + Duration::from_millis(1);
+            drop(Timer::new().schedule_at(at, || {}));
+            Box::pin(async {})
+        }),
+        ("Timer::schedule_detached", || {
+            drop(Timer::new().schedule_detached(Duration::from_millis(1), || {}));
+            Box::pin(async {})
+        }),
+        ("DelayQueue::with_timer", || {
+            drop(tokio_wheel::DelayQueue::<u8>::with_timer(&Timer::new()));
+            Box::pin(async {})
+        }),
+        ("TimeoutStream::with_timer", || {
+            let timer = Timer::new();
+            drop(tokio_wheel::io::TimeoutStream::with_timer(
+                tokio::io::empty(),
+                &timer,
+            ));
+            Box::pin(async {})
+        }),
     ];
     // Where each panic points (one hook for the whole binary: this test alone panics).
     let at = Arc::new(Mutex::new(None));
@@ -106,7 +167,7 @@ fn a_paused_runtime_without_the_feature_test_util_is_told_to_add_it() {
         }));
         let Err(panic) = panic else {
             wrong.push(format!(
-                "{name}: used a paused runtime's default timer without a word"
+                "{name}: used a timer on a paused runtime without a word"
             ));
             continue;
         };
@@ -136,4 +197,42 @@ fn a_paused_runtime_without_the_feature_test_util_is_told_to_add_it() {
 fn a_running_runtime_is_not_taken_for_a_paused_one() {
     a_default_sleep_is_never_early();
     a_default_sleep_is_never_early();
+}
+
+/// An explicit timer on a paused runtime: with `test-util` it follows the paused
+/// clock (auto-advance, exact to its 1 ms tick, no real time spent); in a release
+/// build without the feature, which looks for nothing, the real clock: its sleep
+/// takes the real time it asks for, never less, and completes. (A debug build without
+/// the feature panics instead: above.)
+#[cfg(any(feature = "test-util", not(debug_assertions)))]
+#[test]
+fn an_explicit_timer_on_a_paused_runtime_follows_its_clock_only_with_test_util() {
+    let paused = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    paused.block_on(async {
+        let timer = Timer::new();
+        let requested = Duration::from_millis(200);
+        let (real, on_pause) = (Instant::now(), tokio::time::Instant::now());
+        let mut sleep = std::pin::pin!(timer.sleep(requested));
+        (&mut sleep).await;
+        let (real, on_pause) = (real.elapsed(), on_pause.elapsed());
+        if cfg!(feature = "test-util") {
+            assert!(on_pause >= requested, "early: {on_pause:?}");
+            assert!(
+                on_pause < requested + Duration::from_millis(1),
+                "late: {on_pause:?}"
+            );
+            // Auto-advance: far less than the sleep asked of the real clock.
+            assert!(real < requested, "waited on the real clock: {real:?}");
+        } else {
+            // Tolerant of a loaded machine above; exact below.
+            assert!(real >= requested, "early on the real clock: {real:?}");
+            assert!(real < Duration::from_secs(5), "{real:?}");
+            // Its deadline, on the real clock, is what it reports.
+            assert!(sleep.is_elapsed());
+        }
+    });
 }

@@ -290,3 +290,30 @@ fn on_the_real_clock_a_sleep_completed_by_its_poll_counts_as_fired() {
         "{stats:?}"
     );
 }
+
+/// The free `stats()` reads the timer the free functions use from here: with
+/// `test-util`, the caller's runtime's own, so a sleep on it counts there, and not
+/// on another runtime's.
+#[test]
+fn the_free_stats_read_the_callers_default_timer() {
+    let paused = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    };
+    let (here, elsewhere) = (paused(), paused());
+    let other = elsewhere.block_on(async { tokio_wheel::stats() });
+    here.block_on(async {
+        let before = tokio_wheel::stats();
+        let start = Instant::now();
+        tokio_wheel::sleep(ms(25)).await;
+        let took = start.elapsed();
+        assert!(took >= ms(25) && took < ms(26), "{took:?}");
+        let after = tokio_wheel::stats();
+        assert_eq!(after.fired, before.fired + 1, "{after:?}");
+    });
+    let other_after = elsewhere.block_on(async { tokio_wheel::stats() });
+    assert_eq!(other_after.fired, other.fired, "{other_after:?}");
+}

@@ -100,3 +100,50 @@ async fn inner_future_accessors() {
     assert_eq!(t.into_inner().await, 5);
     assert_eq!(timer.pending(), 0);
 }
+
+/// A service on `Timer::new()`, whose tick is not set, tested with the paused clock:
+/// its 25 ms deadline fires at exactly 25 ms, as on Tokio's timer, since a timer
+/// whose tick is not set has Tokio's millisecond under `test-util` (the 10 ms
+/// production tick would make it 30). A tick set explicitly is kept.
+#[tokio::test(start_paused = true)]
+async fn a_timer_whose_tick_is_not_set_has_tokios_millisecond_in_tests() {
+    let timer = tokio_wheel::Timer::new();
+    let service = |timer: &tokio_wheel::Timer| {
+        timer.timeout(Duration::from_millis(25), std::future::pending::<()>())
+    };
+    let start = Instant::now();
+    assert_eq!(service(&timer).await, Err(Elapsed::new()));
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(25), "early: {took:?}");
+    assert!(took < Duration::from_millis(26), "late: {took:?}");
+    assert_eq!(timer.tick(), Duration::from_millis(1));
+    let unset = tokio_wheel::Timer::builder().build().unwrap();
+    assert_eq!(unset.tick(), Duration::from_millis(1));
+    assert_eq!(
+        common::timer().tick(),
+        TICK,
+        "a tick set explicitly is kept"
+    );
+}
+
+/// An answer just past the deadline can win, as on Tokio's timer: a deadline inside
+/// a tick fires at the tick's end, and the `Timeout` polls its future first, so a
+/// future ready before then (here at 101 ms, under a 100 ms deadline that ends its
+/// 10 ms tick at 105 ms) is `Ok`, though the deadline has passed by then.
+#[tokio::test(start_paused = true)]
+async fn an_answer_ready_just_past_the_deadline_wins() {
+    let timer = timer();
+    // Ticks end 5 ms after whole tens of milliseconds from here.
+    tokio::time::advance(Duration::from_millis(5)).await;
+    let start = Instant::now();
+    let answer = timer
+        .timeout(Duration::from_millis(100), async {
+            tokio::time::sleep(Duration::from_millis(101)).await;
+            "late"
+        })
+        .await;
+    assert_eq!(answer, Ok("late"));
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(101), "early: {took:?}");
+    assert!(took < Duration::from_millis(101) + TICK, "{took:?}");
+}

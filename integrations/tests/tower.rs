@@ -4,7 +4,6 @@
 //! default timer follows the real clock, or with this package's feature `test-util`
 //! (tokio-wheel's) the caller's paused one: CI runs both builds.
 
-use std::future::poll_fn;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -23,6 +22,8 @@ use tower::timeout::error::Elapsed;
 use tower::{service_fn, BoxError, Layer, Service, ServiceBuilder, ServiceExt};
 
 const TICK: Duration = Duration::from_millis(10);
+/// The paused tests' deadline.
+#[cfg(feature = "test-util")]
 const TIMEOUT: Duration = Duration::from_millis(100);
 
 fn timer() -> Timer {
@@ -31,6 +32,7 @@ fn timer() -> Timer {
 
 /// A service answering each request (a latency) after that latency, or with an error
 /// for `None`.
+#[cfg(feature = "test-util")]
 async fn answer_after(latency: Option<Duration>) -> Result<&'static str, std::io::Error> {
     match latency {
         Some(latency) => {
@@ -41,6 +43,8 @@ async fn answer_after(latency: Option<Duration>) -> Result<&'static str, std::io
     }
 }
 
+// An explicit timer follows the paused clock with `test-util` only.
+#[cfg(feature = "test-util")]
 #[tokio::test(start_paused = true)]
 async fn in_a_service_builder_slow_requests_time_out_on_time_and_fast_ones_answer() {
     let timer = timer();
@@ -73,6 +77,8 @@ async fn in_a_service_builder_slow_requests_time_out_on_time_and_fast_ones_answe
     );
 }
 
+// An explicit timer follows the paused clock with `test-util` only.
+#[cfg(feature = "test-util")]
 #[tokio::test(start_paused = true)]
 async fn an_answer_ready_when_the_deadline_passes_wins() {
     let timer = timer();
@@ -81,7 +87,7 @@ async fn an_answer_ready_when_the_deadline_passes_wins() {
     // the timeout's sleep brings the poll that finds it ready.
     let mut service =
         TimeoutLayer::with_timer(timer.clone(), TIMEOUT).layer(service_fn(move |()| {
-            poll_fn(move |_| match start.elapsed() >= TIMEOUT {
+            std::future::poll_fn(move |_| match start.elapsed() >= TIMEOUT {
                 true => Poll::Ready(Ok::<_, BoxError>("just in time")),
                 false => Poll::Pending,
             })

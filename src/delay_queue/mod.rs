@@ -11,6 +11,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
+//! # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
 //! use std::time::Duration;
 //! use tokio_wheel::{DelayQueue, Timer};
 //!
@@ -183,6 +184,7 @@ use crate::wheel::Wheel;
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
+/// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
 /// use std::time::Duration;
 /// use tokio_wheel::{DelayQueue, Timer};
 ///
@@ -248,7 +250,15 @@ impl<T: Send + 'static> DelayQueue<T> {
 
     /// A queue whose deadlines `timer` keeps (and whose tick bounds how late a
     /// waiting consumer is woken).
+    ///
+    /// # Panics
+    ///
+    /// In a debug build without the feature `test-util`, on a runtime whose clock is
+    /// paused, which `timer` does not follow then (see
+    /// [the crate docs](crate#testing-with-the-paused-clock)).
+    #[track_caller]
     pub fn with_timer(timer: &Timer) -> Self {
+        crate::missing_test_util::check();
         DelayQueue::build(timer, 0)
     }
 

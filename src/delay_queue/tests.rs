@@ -1,5 +1,7 @@
 //! The queue's unit tests: sizes and what its state holds, which behaviour tests
 //! cannot see.
+// On the paused clock, which timers follow with `test-util` only.
+#![cfg(feature = "test-util")]
 
 use std::sync::atomic::Ordering;
 

@@ -174,6 +174,8 @@ impl Shared {
     }
 }
 
+// On the paused clock, which timers follow with `test-util` only.
+#[cfg(feature = "test-util")]
 #[cfg(test)]
 mod tests {
     use std::future::Future;

@@ -30,7 +30,7 @@ impl Fallbacks {
     }
 
     /// How many `Sleep`s hold a fallback.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "test-util"))]
     pub(super) fn len(&self) -> usize {
         lock(&self.0).len()
     }

@@ -297,7 +297,7 @@ impl Parking {
                 // Tokio's next millisecond, as a Tokio sleep due in the past does: one
                 // pass then serves every registration until it.
                 let at = wake_at(clock, step, at_now).unwrap_or(at_now + Duration::from_nanos(1));
-                owed = self.arm_at(alarm, clock, at);
+                owed = self.arm_at(alarm, clock, at, false);
             }
         }
         drop(held);
@@ -320,7 +320,7 @@ impl Parking {
         let again = held
             .alarm
             .as_mut()
-            .is_some_and(|alarm| self.arm_at(alarm, clock, now + Duration::from_nanos(1)));
+            .is_some_and(|alarm| self.arm_at(alarm, clock, now + Duration::from_nanos(1), false));
         drop(held);
         if again {
             self.wake_driver();
@@ -334,17 +334,23 @@ impl Parking {
             debug_assert!(false, "armed for a step that has ended");
             return true;
         };
-        self.arm_at(alarm, clock, at)
+        self.arm_at(alarm, clock, at, true)
     }
 
-    /// Arms `alarm` for the instant `at`, and the bound with it. Returns whether the
-    /// alarm went off on the spot: then a pass is owed.
-    fn arm_at(&self, alarm: &mut Alarm, clock: &Clock, at: Instant) -> bool {
+    /// Arms `alarm` for the instant `at`, and, for a park (`bound`), the bound with it.
+    /// Returns whether the alarm went off on the spot: then a pass is owed.
+    ///
+    /// A registration moving the alarm earlier leaves the bound as it was: still above
+    /// the deadline now armed, so still true. It arms none where none was: on a
+    /// current-thread runtime on the real clock whose thread is kept busy, a bound
+    /// would hold a deadline that has just passed as not passed until that runtime's
+    /// timer turns, and a deadline given in the past is ready at once.
+    fn arm_at(&self, alarm: &mut Alarm, clock: &Clock, at: Instant, bound: bool) -> bool {
         // Tokio fires the wakeup before its clock reaches its next whole millisecond
         // at or after `at`. Stored before arming: until then the previous wakeup, if
         // any, is still armed, and a larger bound than its own is still above the
         // clock.
-        if self.may_pause {
+        if bound && self.may_pause {
             self.bound.arm(
                 clock
                     .unclamped_offset_of(at)

@@ -9,6 +9,12 @@
 //! the driver's runtime; otherwise the clock read inside the driver's runtime
 //! ([`context`]); once the runtime is gone, its last reading moved on with the real
 //! clock ([`Lost`]).
+//!
+//! Without the feature `test-util` nobody's clock is taken to be paused: every
+//! driver follows the real clock, as Tokio's `Instant` does without its own
+//! `test-util`, so no "now" asks which runtime the caller is on. Debug builds check
+//! the caller's clock at each entry point instead
+//! ([`missing_test_util`](crate::missing_test_util)).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
@@ -54,12 +60,11 @@ pub(super) struct DriverRuntime {
     /// Tokio clock is the driver's).
     handle: Option<Handle>,
     /// `handle`'s id, kept here so that [`is_current`](DriverRuntime::is_current),
-    /// asked on every `sleep(d)` of a current-thread driver, does not reach it
-    /// through the handle.
+    /// asked on every `sleep(d)` of a current-thread driver under `test-util`, does
+    /// not reach it through the handle.
     id: Option<Id>,
-    /// Whether the driver's clock is the real one: configured so
-    /// ([`Config::real_clock`](crate::config::Config::real_clock)), or a runtime whose
-    /// clock cannot be paused (multi-thread).
+    /// Whether the driver's clock is the real one
+    /// ([`follows_real_clock`](DriverRuntime::follows_real_clock)).
     real_clock: bool,
     /// Set when the runtime dropped the driver, whether or not it had shut down first.
     lost: OnceLock<Lost>,
@@ -69,14 +74,22 @@ pub(super) struct DriverRuntime {
 }
 
 impl DriverRuntime {
-    /// The runtime `handle` names, its clock the real one if `real_clock` says so;
-    /// deadlines are offsets from `clock`'s origin.
+    /// Whether a driver on the runtime `handle` names follows the real clock: when
+    /// configured so (`real_clock`), without the feature `test-util` (where no timer
+    /// follows a paused clock; the loom models, which have no runtime, keep the
+    /// paused-clock path they check), and on a runtime whose clock cannot be paused
+    /// (multi-thread).
+    pub(super) fn follows_real_clock(handle: Option<&Handle>, real_clock: bool) -> bool {
+        real_clock
+            || cfg!(not(any(feature = "test-util", loom)))
+            || handle.is_some_and(|handle| handle.runtime_flavor() != RuntimeFlavor::CurrentThread)
+    }
+
+    /// The runtime `handle` names, its clock the real one if
+    /// [`follows_real_clock`](DriverRuntime::follows_real_clock) says so; deadlines are
+    /// offsets from `clock`'s origin.
     pub(super) fn new(handle: Option<Handle>, real_clock: bool, clock: &Clock) -> DriverRuntime {
-        // A multi-thread runtime's clock cannot be paused: it is the real one.
-        let real_clock = real_clock
-            || handle
-                .as_ref()
-                .is_some_and(|handle| handle.runtime_flavor() != RuntimeFlavor::CurrentThread);
+        let real_clock = Self::follows_real_clock(handle.as_ref(), real_clock);
         DriverRuntime {
             id: handle.as_ref().map(Handle::id),
             handle,
@@ -172,6 +185,9 @@ impl DriverRuntime {
     /// and the clock read on a thread of its own; under `panic = "abort"` it aborts,
     /// as Tokio's own `Handle::enter` does there (documented in RELIABILITY.md).
     pub(super) fn driver_now(&self) -> Option<Instant> {
+        if self.real_clock {
+            return Some(real_now());
+        }
         let Some(runtime) = &self.handle else {
             return Some(Instant::now());
         };

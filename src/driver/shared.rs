@@ -20,7 +20,7 @@ use super::fallbacks::Fallbacks;
 use super::keep_alive::KeepAlive;
 use super::parking::Parking;
 use super::progress::Progress;
-use super::runtime::DriverRuntime;
+use super::runtime::{real_now, DriverRuntime};
 use crate::callback::Callback;
 use crate::clock::Clock;
 use crate::config::Config;
@@ -254,7 +254,14 @@ impl Shared {
                 processed: AtomicU64::new(0),
             })
             .collect();
-        let clock = Clock::new(Instant::now(), config.tick, steps_per_tick);
+        // On the real clock, its origin too: the caller's Tokio clock may be paused
+        // (and advanced) where the driver's "now" will not be.
+        let origin = if DriverRuntime::follows_real_clock(runtime.as_ref(), config.real_clock) {
+            real_now()
+        } else {
+            Instant::now()
+        };
+        let clock = Clock::new(origin, config.tick, steps_per_tick);
         let runtime = DriverRuntime::new(runtime, config.real_clock, &clock);
         Arc::new(Shared {
             shards,
@@ -408,7 +415,7 @@ impl Shared {
     }
 
     /// How many sources are registered, alive or not yet pruned.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "test-util"))]
     pub(crate) fn site_sources(&self) -> usize {
         lock(&self.site_sources).len()
     }

@@ -120,6 +120,7 @@ pin_project! {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
+    /// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
     /// use std::io::ErrorKind;
     /// use std::time::Duration;
     /// use tokio::io::AsyncReadExt;
@@ -140,6 +141,7 @@ pin_project! {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
+    /// # if cfg!(not(feature = "test-util")) { return; } // the paused clock needs it
     /// use std::io::ErrorKind;
     /// use std::time::Duration;
     /// use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -253,7 +255,15 @@ impl<S> TimeoutStream<S> {
     }
 
     /// Wraps `stream`, with its timeouts on `timer`. They are off until set.
+    ///
+    /// # Panics
+    ///
+    /// In a debug build without the feature `test-util`, on a runtime whose clock is
+    /// paused, which `timer` does not follow then (see
+    /// [the crate docs](crate#testing-with-the-paused-clock)).
+    #[track_caller]
     pub fn with_timer(stream: S, timer: &Timer) -> Self {
+        crate::missing_test_util::check();
         TimeoutStream {
             stream,
             timeouts: Timeouts {

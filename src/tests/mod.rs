@@ -4,6 +4,7 @@
 //! (the public API, with the wheel's generations wrapping every three inserts as they
 //! do under `cfg(test)`).
 
-#[cfg(test)]
+// On the paused clock, which timers follow with `test-util` only.
+#[cfg(all(test, feature = "test-util"))]
 mod timer_model;
 pub(crate) mod wheel_model;

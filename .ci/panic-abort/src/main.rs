@@ -194,6 +194,9 @@ fn stats(timer: &Timer) {
     let stats: Stats = timer.stats();
     let lateness: Lateness = stats.lateness;
     assert_eq!(lateness.total(), stats.fired);
+    // The default timer's, as the free functions see it.
+    let free: Stats = tokio_wheel::stats();
+    assert_eq!(free.lateness.total(), free.fired);
     let _ = (
         lateness.counts(),
         lateness.at_most(MS),
