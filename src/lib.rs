@@ -172,6 +172,7 @@ mod scheduled;
 mod sites;
 mod sleep;
 mod stats;
+mod suspend_clock;
 mod sync;
 #[cfg(any(test, fuzzing))]
 mod tests;

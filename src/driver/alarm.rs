@@ -15,13 +15,22 @@
 //! lock, and Tokio may fire it on the spot (a deadline it counts as passed already):
 //! the waker then finds that lock held and leaves its pass to the holder
 //! (`Parking::ring`), so no user waker ever runs under a lock of ours.
+//!
+//! A suspend-aware timer's deadlines are on its own clock, Tokio's plus the time
+//! suspended: the alarm moves each back to Tokio's clock as it arms it. Tokio's clock
+//! stops while the machine is suspended, so a suspend that begins after the alarm is
+//! armed delays it by its length.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::{pin, Pin};
 use std::task::{Context, Waker};
 
+use std::sync::Arc;
+
 use tokio::time::{Instant, Sleep};
+
+use crate::suspend_clock::Suspended;
 
 /// Tokio's sleep for the driver's next wakeup, and the waker it wakes.
 pub(super) struct Alarm {
@@ -29,6 +38,9 @@ pub(super) struct Alarm {
     sleep: Option<Pin<Box<Sleep>>>,
     /// The driver's `Wakeup`: what Tokio's timer calls when the sleep goes off.
     waker: Waker,
+    /// A suspend-aware timer's time suspended, which its deadlines count and Tokio's
+    /// timer does not.
+    suspended: Option<Arc<Suspended>>,
 }
 
 impl fmt::Debug for Alarm {
@@ -44,18 +56,27 @@ impl fmt::Debug for Alarm {
 
 impl Alarm {
     /// An alarm on `sleep` (made on the driver's runtime, which times it) that wakes
-    /// `waker`.
-    pub(super) fn new(sleep: Pin<Box<Sleep>>, waker: Waker) -> Alarm {
+    /// `waker`, for deadlines on a clock `suspended` ahead of Tokio's.
+    pub(super) fn new(
+        sleep: Pin<Box<Sleep>>,
+        waker: Waker,
+        suspended: Option<Arc<Suspended>>,
+    ) -> Alarm {
         Alarm {
             sleep: Some(sleep),
             waker,
+            suspended,
         }
     }
 
     /// An alarm that Tokio never fires: a loom model rings it by hand.
     #[cfg(loom)]
     pub(super) fn by_hand(waker: Waker) -> Alarm {
-        Alarm { sleep: None, waker }
+        Alarm {
+            sleep: None,
+            waker,
+            suspended: None,
+        }
     }
 
     /// The waker the alarm wakes.
@@ -63,7 +84,7 @@ impl Alarm {
         &self.waker
     }
 
-    /// Arms the alarm for `at`. Returns `true` if it has gone off already: Tokio fired
+    /// Arms the alarm for `at`, on the timer's clock. Returns `true` if it has gone off already: Tokio fired
     /// it on the spot (its waker then found the caller's lock held) or it was due.
     ///
     /// Polled outside the coop budget: this may run inside any task's poll (a
@@ -72,6 +93,12 @@ impl Alarm {
     pub(super) fn arm(&mut self, at: Instant) -> bool {
         let Some(sleep) = &mut self.sleep else {
             return false;
+        };
+        let at = match &self.suspended {
+            // If the offset grew since the caller read its "now", this is earlier than
+            // meant: the turn it rings processes only the steps that have ended.
+            Some(suspended) => at.checked_sub(suspended.since_origin()).unwrap_or(at),
+            None => at,
         };
         sleep.as_mut().reset(at);
         let mut cx = Context::from_waker(&self.waker);

@@ -208,8 +208,8 @@ impl Parking {
         self.state.fetch_or(RANG, Ordering::SeqCst) & HELD == 0
     }
 
-    /// The alarm's waker, if it is installed.
-    #[cfg(loom)]
+    /// The alarm's waker, if it is installed: for ringing it by hand.
+    #[cfg(any(loom, feature = "test-util"))]
     pub(super) fn alarm_waker(&self) -> Option<Waker> {
         self.hold()
             .alarm

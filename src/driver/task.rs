@@ -62,7 +62,8 @@ pub(crate) fn start(
     let wakeup = Waker::from(Arc::new(Wakeup {
         shared: Arc::downgrade(&shared),
     }));
-    shared.parking.install(Alarm::new(sleep, wakeup));
+    let suspended = shared.runtime.suspend_clock().cloned();
+    shared.parking.install(Alarm::new(sleep, wakeup, suspended));
     // The guard is made here and moved into the task, not made by the task's body:
     // a runtime dropped before it first polls the task still drops the guard.
     let guard = DriverGuard {

@@ -206,12 +206,13 @@ impl Shared {
     /// [`BATCH`] expirations per shard), then, outside the locks, wakes the futures and
     /// dispatches the callbacks that fired.
     ///
-    /// The driver task reads the clock as `Instant::now()`, on the driver's runtime;
-    /// the alarm reads the driver's clock from wherever Tokio fires it
-    /// ([`Shared::now`]).
+    /// The driver task reads the clock as `Instant::now()`, on the driver's runtime
+    /// (moved on by the time suspended, for a suspend-aware timer); the alarm reads
+    /// the driver's clock from wherever Tokio fires it ([`Shared::now`]).
     pub(super) fn turn(self: &Arc<Self>, runner: Runner, expired: &mut Vec<Payload>) -> Turn {
+        let task_now = || self.given(Instant::now());
         match runner {
-            Runner::Task => self.turn_with(Instant::now, Instant::now, runner, expired),
+            Runner::Task => self.turn_with(task_now, task_now, runner, expired),
             Runner::Alarm => self.turn_with(|| self.now(), || self.now(), runner, expired),
         }
     }
