@@ -110,3 +110,52 @@ async fn only_far_timers_cost_no_wakeups_per_revolution() {
     assert!(wakeups <= 10, "{wakeups} driver wakeups in 300 ms");
     far.abort();
 }
+
+/// A suspend-aware timer on the real clock (boot clock on Linux), with no suspend:
+/// its sleeps, intervals and callbacks are on time, and idle it does not wake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspend_aware_timer_is_on_time_without_a_suspend() {
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(5))
+        .suspend_aware(true)
+        .build()
+        .unwrap();
+    for ms in [20, 60, 150] {
+        let requested = Duration::from_millis(ms);
+        let start = Instant::now();
+        timer.sleep(requested).await;
+        let took = start.elapsed();
+        assert!(took >= requested, "early: {requested:?} took {took:?}");
+        assert!(
+            took < requested + SLACK,
+            "late: {requested:?} took {took:?}"
+        );
+    }
+    // A Tokio instant given: met on Tokio's clock.
+    let deadline = tokio_wheel::Instant::now() + Duration::from_millis(40);
+    timer.sleep_until(deadline).await;
+    let now = tokio_wheel::Instant::now();
+    assert!(
+        now >= deadline && now < deadline + SLACK,
+        "{:?}",
+        now - deadline
+    );
+    // A callback, from the driver.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let start = Instant::now();
+    timer
+        .schedule_detached(Duration::from_millis(30), move || {
+            let _ = tx.send(Instant::now());
+        })
+        .unwrap();
+    let ran = rx.await.unwrap() - start;
+    assert!(ran >= Duration::from_millis(30) && ran < Duration::from_millis(30) + SLACK);
+    // Idle, far timers pending: no wakeup per tick.
+    let far = tokio::spawn(timer.sleep(Duration::from_secs(3600)));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let before = timer.stats().driver_wakeups;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let wakeups = timer.stats().driver_wakeups - before;
+    assert!(wakeups <= 10, "{wakeups} driver wakeups in 300 ms");
+    far.abort();
+}

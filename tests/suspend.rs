@@ -207,3 +207,26 @@ async fn instants_given_are_tokios_and_converted_when_given() {
     assert_at(interval.tick().await, now + MINUTE, Duration::from_nanos(1));
     assert_on_time(MINUTE, now.elapsed());
 }
+
+#[path = "../examples/token_refresher.rs"]
+#[allow(dead_code)]
+mod token_refresher;
+
+/// The example's loop: a token of an hour refreshed 5 minutes early; 10 minutes in,
+/// 50 minutes of suspend pass its refresh (due at 55): it refreshes at resume, and
+/// the next one is 55 minutes after that. An ordinary timer would wait until 55
+/// minutes on Tokio's clock, 45 minutes with an expired token.
+#[tokio::test(start_paused = true)]
+async fn the_token_refresher_refreshes_at_resume() {
+    let timer = suspend_aware();
+    let refresher = token_refresher::Refresher::spawn(timer.clone(), 5 * MINUTE, || 60 * MINUTE);
+    tokio::time::sleep(10 * MINUTE).await;
+    assert_eq!(refresher.fetched(), 1);
+    timer.simulate_suspend(50 * MINUTE);
+    tokio::time::sleep(TICK).await;
+    assert_eq!(refresher.fetched(), 2, "refreshed at resume");
+    tokio::time::sleep(55 * MINUTE - 2 * TICK).await;
+    assert_eq!(refresher.fetched(), 2, "not before 55 minutes after that");
+    tokio::time::sleep(2 * TICK).await;
+    assert_eq!(refresher.fetched(), 3);
+}
