@@ -19,7 +19,10 @@
 //! A suspend-aware timer's deadlines are on its own clock, Tokio's plus the time
 //! suspended: the alarm moves each back to Tokio's clock as it arms it. Tokio's clock
 //! stops while the machine is suspended, so a suspend that begins after the alarm is
-//! armed delays it by its length.
+//! armed delays it by its length. On Linux and Android a suspend-aware driver on the
+//! real clock has an alarm on the boot clock instead (`boot_alarm.rs`), which goes
+//! off at its deadline counting the suspend; Tokio's sleep stays for where that alarm
+//! cannot be made, or fails.
 
 use std::fmt;
 use std::future::Future;
@@ -30,6 +33,8 @@ use std::sync::Arc;
 
 use tokio::time::{Instant, Sleep};
 
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+use super::boot_alarm::BootAlarm;
 use crate::suspend_clock::Suspended;
 
 /// Tokio's sleep for the driver's next wakeup, and the waker it wakes.
@@ -41,6 +46,10 @@ pub(super) struct Alarm {
     /// A suspend-aware timer's time suspended, which its deadlines count and Tokio's
     /// timer does not.
     suspended: Option<Arc<Suspended>>,
+    /// The boot-clock alarm armed instead of `sleep`, for a suspend-aware driver on
+    /// the real clock.
+    #[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+    boot: Option<BootAlarm>,
 }
 
 impl fmt::Debug for Alarm {
@@ -66,7 +75,20 @@ impl Alarm {
             sleep: Some(sleep),
             waker,
             suspended,
+            #[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+            boot: None,
         }
+    }
+
+    /// The same alarm, on the boot clock where the platform has one: for a
+    /// suspend-aware driver on the real clock, whose "now" is Tokio's real clock plus
+    /// the time suspended from any thread.
+    #[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+    pub(super) fn on_boot_clock(mut self) -> Alarm {
+        if self.suspended.is_some() {
+            self.boot = BootAlarm::new(self.waker.clone());
+        }
+        self
     }
 
     /// An alarm that Tokio never fires: a loom model rings it by hand.
@@ -91,6 +113,19 @@ impl Alarm {
     /// registration), and a task that has spent its budget would have Tokio's sleep
     /// return `Pending` without registering, waking the alarm's waker instead.
     pub(super) fn arm(&mut self, at: Instant) -> bool {
+        #[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+        if let (Some(boot), Some(suspended)) = (&self.boot, &self.suspended) {
+            let now = crate::clock::deadline_after(
+                Instant::from_std(std::time::Instant::now()),
+                suspended.since_origin(),
+            );
+            // Only a step that has not ended is armed for, so never on the spot.
+            if boot.arm(at.saturating_duration_since(now)) {
+                return false;
+            }
+            // Refused: Tokio's sleep from now on.
+            self.boot = None;
+        }
         let Some(sleep) = &mut self.sleep else {
             return false;
         };
