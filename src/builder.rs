@@ -17,6 +17,7 @@ use crate::error::Error;
 /// | [`max_pending`](Builder::max_pending) | unbounded | any; 0 refuses every callback |
 /// | [`executor`](Builder::executor) | [`Executor::Inline`] | see [`Executor`] |
 /// | [`track_call_sites`](Builder::track_call_sites) | off | on or off |
+/// | [`suspend_aware`](Builder::suspend_aware) | off | on or off |
 ///
 /// # Examples
 ///
@@ -43,6 +44,7 @@ pub struct Builder {
     executor: Executor,
     real_clock: bool,
     track_call_sites: bool,
+    suspend_aware: bool,
 }
 
 impl Default for Builder {
@@ -54,6 +56,7 @@ impl Default for Builder {
             executor: Executor::Inline,
             real_clock: false,
             track_call_sites: false,
+            suspend_aware: false,
         }
     }
 }
@@ -210,6 +213,55 @@ impl Builder {
         self
     }
 
+    /// Whether the timer's timers count the time the machine spends suspended (off by
+    /// default, as Tokio's, whose clock stops then).
+    ///
+    /// On, every timer of this `Timer` (sleeps, timeouts, intervals, callbacks, its
+    /// [`DelayQueue`](crate::DelayQueue)s and idle I/O timeouts) counts time on a
+    /// clock that runs on through a suspend: on Linux and Android, `CLOCK_BOOTTIME`.
+    /// A `sleep` of an hour with 50 minutes of suspend in it completes 10 minutes after
+    /// the machine resumes, not an hour after; a deadline that passed while the machine
+    /// slept fires on resume, within a tick and a millisecond plus however long the
+    /// system takes to resume; an [`Interval`](crate::Interval)'s ticks missed then
+    /// follow its [`MissedTickBehavior`](crate::MissedTickBehavior). Never early.
+    ///
+    /// The timer's clock is Tokio's plus the time suspended since the timer was built.
+    /// [`Instant`](crate::Instant)s given to it (`sleep_until`, `timeout_at`,
+    /// `interval_at`, `DelayQueue::insert_at`, resets) are Tokio's and are moved by
+    /// that offset when given; those it reports (`Sleep::deadline`, an `Interval`'s
+    /// ticks, `Scheduled::deadline`, a `DelayQueue`'s deadlines) are moved back when
+    /// reported, so that they compare with `Instant::now()`.
+    ///
+    /// On Linux and Android, on a multi-thread runtime, the driver wakes on a
+    /// `CLOCK_BOOTTIME` timerfd, waited on by a thread of its own: a deadline that
+    /// passed during a suspend fires at resume. On a current-thread runtime it wakes on
+    /// Tokio's timer, which a suspend delays by its length.
+    ///
+    /// On other platforms only [`Timer::simulate_suspend`](crate::Timer) moves the
+    /// clock (macOS: Tokio's clock stops in sleep and this setting does not change
+    /// that; Windows: Tokio's clock counts sleep already): see the guide's
+    /// "Suspend-aware timers" for the table. It costs two clock reads on each "now"
+    /// the timer reads, and nothing when off.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use tokio_wheel::Timer;
+    ///
+    /// // A token valid for an hour, refreshed a minute early, even across a suspend.
+    /// let timer = Timer::builder().suspend_aware(true).build().unwrap();
+    /// let refresh = timer.sleep(Duration::from_secs(59 * 60));
+    /// # drop(refresh);
+    /// # }
+    /// ```
+    pub fn suspend_aware(mut self, on: bool) -> Self {
+        self.suspend_aware = on;
+        self
+    }
+
     /// For a driver on a runtime whose clock is never paused (the default timer's): the
     /// timer's "now" is then the real clock, not the caller's runtime's, which a test
     /// may have paused and advanced, or left behind.
@@ -246,6 +298,7 @@ impl Builder {
             executor: self.executor,
             real_clock: self.real_clock,
             track_call_sites: self.track_call_sites,
+            suspend_aware: self.suspend_aware,
         })
     }
 }

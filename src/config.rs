@@ -122,6 +122,8 @@ pub(crate) struct Config {
     pub(crate) real_clock: bool,
     /// Keep the line that made each pending timer (`Builder::track_call_sites`).
     pub(crate) track_call_sites: bool,
+    /// Count time the machine spends suspended (`Builder::suspend_aware`).
+    pub(crate) suspend_aware: bool,
 }
 
 impl Config {

@@ -54,6 +54,14 @@ impl Timer {
         self.called_from(Location::caller()).sleep_until(deadline)
     }
 
+    /// [`sleep_until`](Timer::sleep_until) a deadline on the timer's clock, as the
+    /// timer's own parts compute them from its "now" (see `Shared::given`).
+    #[track_caller]
+    pub(crate) fn sleep_until_on_clock(&self, deadline: Instant) -> Sleep {
+        self.called_from(Location::caller())
+            .sleep_until_on_clock(deadline)
+    }
+
     /// Runs `future` with a deadline `duration` from now; see [`Timeout`].
     ///
     /// The deadline fires less than a tick and a millisecond late, and the future is
@@ -265,9 +273,15 @@ impl CalledFrom<'_> {
         Sleep::after(anchor, now, duration)
     }
 
-    /// [`Timer::sleep_until`].
+    /// [`Timer::sleep_until`]: Tokio's `deadline`, on the timer's clock.
     #[inline(always)]
     pub(crate) fn sleep_until(self, deadline: Instant) -> Sleep {
+        self.sleep_until_on_clock(self.timer.shared().given(deadline))
+    }
+
+    /// [`Timer::sleep_until_on_clock`].
+    #[inline(always)]
+    pub(crate) fn sleep_until_on_clock(self, deadline: Instant) -> Sleep {
         Sleep::new(self.anchor(), deadline)
     }
 
@@ -291,7 +305,7 @@ impl CalledFrom<'_> {
 
     /// [`Timer::interval`].
     pub(crate) fn interval(self, period: Duration) -> Interval {
-        self.interval_at(self.timer.shared().now(), period)
+        Interval::new(self.sleep_until_on_clock(self.timer.shared().now()), period)
     }
 
     /// [`Timer::interval_at`].
@@ -304,11 +318,19 @@ impl CalledFrom<'_> {
     where
         F: FnOnce() + Send + 'static,
     {
-        self.schedule_at(deadline_after(self.timer.shared().now(), delay), f)
+        self.schedule_on_clock(deadline_after(self.timer.shared().now(), delay), f)
     }
 
-    /// [`Timer::schedule_at`].
+    /// [`Timer::schedule_at`]: Tokio's `deadline`, on the timer's clock.
     pub(crate) fn schedule_at<F>(self, deadline: Instant, f: F) -> Result<Scheduled, Error>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.schedule_on_clock(self.timer.shared().given(deadline), f)
+    }
+
+    /// [`Timer::schedule_at`] a deadline on the timer's clock.
+    fn schedule_on_clock<F>(self, deadline: Instant, f: F) -> Result<Scheduled, Error>
     where
         F: FnOnce() + Send + 'static,
     {
@@ -323,11 +345,19 @@ impl CalledFrom<'_> {
     where
         F: FnOnce() + Send + 'static,
     {
-        self.schedule_detached_at(deadline_after(self.timer.shared().now(), delay), f)
+        self.schedule_detached_on_clock(deadline_after(self.timer.shared().now(), delay), f)
     }
 
-    /// [`Timer::schedule_detached_at`].
+    /// [`Timer::schedule_detached_at`]: Tokio's `deadline`, on the timer's clock.
     pub(crate) fn schedule_detached_at<F>(self, deadline: Instant, f: F) -> Result<(), Error>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.schedule_detached_on_clock(self.timer.shared().given(deadline), f)
+    }
+
+    /// [`Timer::schedule_detached_at`] a deadline on the timer's clock.
+    fn schedule_detached_on_clock<F>(self, deadline: Instant, f: F) -> Result<(), Error>
     where
         F: FnOnce() + Send + 'static,
     {

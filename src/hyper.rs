@@ -36,7 +36,9 @@ impl rt::Timer for Timer {
     /// Tokio's, paused when Tokio's is; the real clock without it, or when its
     /// driver's runtime cannot be paused.
     fn now(&self) -> StdInstant {
-        self.shared().now().into_std()
+        // Tokio's clock, which the deadlines hyper gives back are moved from.
+        let shared = self.shared();
+        shared.reported(shared.now()).into_std()
     }
 
     /// Moves a [`Sleep`] this timer made in place; any other sleep (another

@@ -199,7 +199,7 @@ impl Interval {
         if Pin::new(&mut self.sleep).poll(cx).is_pending() {
             return Poll::Pending;
         }
-        let due = self.sleep.deadline();
+        let due = self.sleep.deadline_on_clock();
         // Burst schedules the next tick a period after this one's schedule whether or
         // not this one was missed, and with no jitter the schedule is the deadline: no
         // clock to read, and the deadline moves by the period in the sleep's own
@@ -213,7 +213,7 @@ impl Interval {
         } else {
             self.schedule_after(due);
         }
-        Poll::Ready(due)
+        Poll::Ready(self.sleep.shared().reported(due))
     }
 
     /// Schedules the tick after the one due at `due`, just taken, by the clock: for a
@@ -252,7 +252,7 @@ impl Interval {
         // Beyond the wheel's range the sleep's deadline saturates, and less the draw it
         // would name an instant before the schedule: such a tick (and one past
         // `Instant`'s range) keeps no draw, as a `Sleep` keeps no exact deadline there.
-        if due != Some(self.sleep.deadline()) {
+        if due != Some(self.sleep.deadline_on_clock()) {
             self.pending = Pending::Exact;
         }
     }
@@ -291,7 +291,7 @@ impl Interval {
 
     /// Moves the pending tick to `due`: the one place this interval moves its `Sleep`.
     fn reset_sleep(&mut self, due: Instant) {
-        Pin::new(&mut self.sleep).reset(due);
+        self.sleep.reset_on_clock(due);
     }
 
     /// Sets the pending tick to `deadline` exactly, as a reset does.
@@ -416,7 +416,7 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset_at(&mut self, deadline: Instant) {
-        self.reset_exact(deadline);
+        self.reset_exact(self.sleep.shared().given(deadline));
     }
 
     /// The time between ticks.
@@ -450,7 +450,7 @@ impl Interval {
         if max == self.jitter {
             return;
         }
-        let due = self.sleep.deadline();
+        let due = self.sleep.deadline_on_clock();
         let scheduled = self.scheduled(due);
         if self.jitter == 0 {
             self.rng = jitter::seed();

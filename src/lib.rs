@@ -32,6 +32,9 @@
 //!   line of code that made them ([`PendingSite`]), to find a timer leak; for the
 //!   default timer, the environment variable `TOKIO_WHEEL_TRACK_CALL_SITES=1` and
 //!   [`pending_by_site`].
+//! * [`Builder::suspend_aware`] — timers that count the time the machine spends
+//!   suspended (Linux: `CLOCK_BOOTTIME`), which `tokio::time`'s do not; with
+//!   `test-util`, `Timer::simulate_suspend` tests them on the paused clock.
 //! * With the `hyper` feature, `Timer` implements `hyper::rt::Timer`:
 //!   `http1::Builder::new().timer(timer.clone())` runs hyper's header-read timeouts and
 //!   keep-alive on the wheel. With `tower`, `tower::TimeoutLayer` is a drop-in for
@@ -201,6 +204,7 @@ mod scheduled;
 mod sites;
 mod sleep;
 mod stats;
+mod suspend_clock;
 mod sync;
 #[cfg(any(test, fuzzing))]
 mod tests;

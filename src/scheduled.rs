@@ -194,14 +194,15 @@ impl Scheduled {
     pub fn reset_at(&self, deadline: Instant) -> bool {
         let entry = self.entry();
         let shared = &entry.anchor.shared;
-        let offset = shared.clock.offset_of(deadline);
+        let offset = shared.clock.offset_of(shared.given(deadline));
         shared.reset_callback(entry.reg, &entry.place, offset)
     }
 }
 
 impl EntryRef {
     fn deadline(&self) -> Instant {
-        self.anchor.shared.clock.instant_at(self.place.deadline())
+        let shared = &self.anchor.shared;
+        shared.reported(shared.clock.instant_at(self.place.deadline()))
     }
 
     fn cancel(&self) -> bool {

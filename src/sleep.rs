@@ -173,6 +173,11 @@ impl Sleep {
     /// saturated deadline has passed too, and it completes at once: build a new
     /// `Timer` there.
     pub fn deadline(&self) -> Instant {
+        self.shared().reported(self.deadline_on_clock())
+    }
+
+    /// The deadline on the timer's clock (see [`Shared::given`]).
+    pub(crate) fn deadline_on_clock(&self) -> Instant {
         self.shared().clock.instant_at(self.deadline)
     }
 
@@ -188,9 +193,9 @@ impl Sleep {
         let elapsed = match self.state() {
             State::Idle => return false,
             State::Complete => return true,
-            State::FellBack(_) => shared.fallback_has_passed(self.deadline()),
+            State::FellBack(_) => shared.fallback_has_passed(self.deadline_on_clock()),
             State::Unregistered if shared.is_shutdown() => {
-                shared.fallback_has_passed(self.deadline())
+                shared.fallback_has_passed(self.deadline_on_clock())
             }
             State::Unregistered => shared.due(self.deadline).is_some(),
             State::Registered(reg) => {
@@ -199,7 +204,7 @@ impl Sleep {
                     || (!shared.is_pending(reg, self.step())
                         // Not in the wheel and not fired: drained by shutdown.
                         && shared.is_shutdown()
-                        && shared.fallback_has_passed(self.deadline()))
+                        && shared.fallback_has_passed(self.deadline_on_clock()))
             }
         };
         // An `Unregistered` one found elapsed records it, so that the next `poll` is `Ready`
@@ -223,8 +228,15 @@ impl Sleep {
     /// value.
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
         let this = self.get_mut();
-        let offset = this.shared().clock.offset_of(deadline);
-        this.reset_offset(offset);
+        let deadline = this.shared().given(deadline);
+        this.reset_on_clock(deadline);
+    }
+
+    /// [`reset`](Sleep::reset) to `deadline` on the timer's clock (see
+    /// [`Shared::given`]).
+    pub(crate) fn reset_on_clock(&mut self, deadline: Instant) {
+        let offset = self.shared().clock.offset_of(deadline);
+        self.reset_offset(offset);
     }
 
     /// Moves the deadline `by` later, as [`reset`](Sleep::reset) to the deadline plus
@@ -251,7 +263,7 @@ impl Sleep {
             State::FellBack(key) => {
                 // Out of the timer's keeping while reset, as while polled.
                 self.set_state(State::Unregistered);
-                match self.shared().reset_fallback(key, self.deadline()) {
+                match self.shared().reset_fallback(key, self.deadline_on_clock()) {
                     Some(key) => State::FellBack(key),
                     None => State::Unregistered,
                 }
@@ -298,7 +310,9 @@ impl Sleep {
             }
             _ => None,
         };
-        let ready = self.shared().poll_fallback(&mut key, self.deadline(), cx);
+        let ready = self
+            .shared()
+            .poll_fallback(&mut key, self.deadline_on_clock(), cx);
         self.set_state(match (ready, key) {
             (Poll::Pending, Some(key)) => State::FellBack(key),
             (Poll::Pending, None) => State::Unregistered,

@@ -183,6 +183,38 @@ impl Timer {
         self.shared().clock.tick()
     }
 
+    /// As if the machine had been suspended for `duration` just now: for testing a
+    /// [suspend-aware](crate::Builder::suspend_aware) timer without suspending a
+    /// machine.
+    ///
+    /// This timer's clock moves on by `duration`; Tokio's clock and every other timer
+    /// do not see it, and neither does this one if it is not suspend-aware. The driver
+    /// turns at once, from here, so that what fell due fires and its tasks are woken
+    /// (callbacks that run on the driver task run when it next runs).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use std::time::Duration;
+    /// use tokio_wheel::{Instant, Timer};
+    ///
+    /// let timer = Timer::builder().suspend_aware(true).build().unwrap();
+    /// let start = Instant::now();
+    /// let sleep = timer.sleep(Duration::from_secs(3600));
+    /// timer.simulate_suspend(Duration::from_secs(50 * 60));
+    /// sleep.await;
+    /// // Ten minutes on Tokio's clock: the other fifty passed while "suspended".
+    /// assert!(start.elapsed() >= Duration::from_secs(10 * 60));
+    /// assert!(start.elapsed() < Duration::from_secs(10 * 60) + timer.tick() * 2);
+    /// # }
+    /// ```
+    #[cfg(feature = "test-util")]
+    pub fn simulate_suspend(&self, duration: Duration) {
+        self.shared().simulate_suspend(duration);
+    }
+
     /// Counters of what the timer has done; see [`Stats`].
     ///
     /// # Examples
@@ -295,11 +327,14 @@ impl Timer {
 
     /// The part of [`shutdown`](Timer::shutdown) that does not wait for the driver.
     pub(crate) fn shutdown_now(&self) -> Vec<Unfired> {
-        let clock = self.shared().clock;
-        let unrun = self.shared().shutdown();
+        let shared = self.shared();
+        let unrun = shared.shutdown();
         unrun
             .into_iter()
-            .map(|callback| Unfired::new(clock.instant_at(callback.deadline()), callback))
+            .map(|callback| {
+                let deadline = shared.reported(shared.clock.instant_at(callback.deadline()));
+                Unfired::new(deadline, callback)
+            })
             .collect()
     }
 

@@ -127,3 +127,80 @@ async fn a_real_clock_sleep_is_never_early_after_tokios_clock_is_paused() {
     assert!(took >= Duration::from_millis(300), "early: {took:?}");
     assert!(took < Duration::from_millis(300) + SLACK, "late: {took:?}");
 }
+
+/// A suspend-aware timer on the real clock (boot clock on Linux), with no suspend:
+/// its sleeps, intervals and callbacks are on time, and idle it does not wake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspend_aware_timer_is_on_time_without_a_suspend() {
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(5))
+        .suspend_aware(true)
+        .build()
+        .unwrap();
+    for ms in [20, 60, 150] {
+        let requested = Duration::from_millis(ms);
+        let start = Instant::now();
+        timer.sleep(requested).await;
+        let took = start.elapsed();
+        assert!(took >= requested, "early: {requested:?} took {took:?}");
+        assert!(
+            took < requested + SLACK,
+            "late: {requested:?} took {took:?}"
+        );
+    }
+    // A Tokio instant given: met on Tokio's clock.
+    let deadline = tokio_wheel::Instant::now() + Duration::from_millis(40);
+    timer.sleep_until(deadline).await;
+    let now = tokio_wheel::Instant::now();
+    assert!(
+        now >= deadline && now < deadline + SLACK,
+        "{:?}",
+        now - deadline
+    );
+    // A callback, from the driver.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let start = Instant::now();
+    timer
+        .schedule_detached(Duration::from_millis(30), move || {
+            let _ = tx.send(Instant::now());
+        })
+        .unwrap();
+    let ran = rx.await.unwrap() - start;
+    assert!(ran >= Duration::from_millis(30) && ran < Duration::from_millis(30) + SLACK);
+    // Idle, far timers pending: no wakeup per tick.
+    let far = tokio::spawn(timer.sleep(Duration::from_secs(3600)));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let before = timer.stats().driver_wakeups;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let wakeups = timer.stats().driver_wakeups - before;
+    assert!(wakeups <= 10, "{wakeups} driver wakeups in 300 ms");
+    far.abort();
+    // On Linux its alarm is a boot-clock timerfd with a thread waiting on it, which
+    // ends with the timer.
+    #[cfg(target_os = "linux")]
+    {
+        assert_eq!(boot_alarm_threads(), 1);
+        let _ = far.await;
+        drop(timer);
+        let start = Instant::now();
+        while boot_alarm_threads() > 0 && start.elapsed() < SLACK * 4 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            boot_alarm_threads(),
+            0,
+            "the alarm's thread outlived its timer"
+        );
+    }
+}
+
+/// The threads of this process waiting on a boot-clock alarm (names are cut to 15
+/// bytes).
+#[cfg(target_os = "linux")]
+fn boot_alarm_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("tokio-wheel-boo"))
+        .count()
+}

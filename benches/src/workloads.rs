@@ -97,6 +97,18 @@ pub fn churn_tracking_sites(peer: Peer, iters: u32, pending: usize) -> f64 {
     churn_on(peer, iters, pending, tracking_timer)
 }
 
+/// *churn* on a suspend-aware timer (`Builder::suspend_aware(true)`), for this
+/// crate's peers: what counting time suspended costs an op.
+pub fn churn_suspend_aware(peer: Peer, iters: u32, pending: usize) -> f64 {
+    assert!(peer.is_wheel(), "suspend-aware timers are this crate's");
+    churn_on(peer, iters, pending, suspend_aware_timer)
+}
+
+/// A default timer that counts time suspended.
+fn suspend_aware_timer() -> Timer {
+    Timer::builder().suspend_aware(true).build().unwrap()
+}
+
 /// A default timer that tracks call sites.
 fn tracking_timer() -> Timer {
     Timer::builder().track_call_sites(true).build().unwrap()
@@ -170,6 +182,12 @@ pub fn churn_later(peer: Peer, iters: u32, pending: usize) -> f64 {
 pub fn churn_later_tracking_sites(peer: Peer, iters: u32, pending: usize) -> f64 {
     assert!(peer.is_wheel(), "call sites are this crate's");
     churn_later_on(peer, iters, pending, tracking_timer)
+}
+
+/// *churn-later* on a suspend-aware timer, for this crate's peers.
+pub fn churn_later_suspend_aware(peer: Peer, iters: u32, pending: usize) -> f64 {
+    assert!(peer.is_wheel(), "suspend-aware timers are this crate's");
+    churn_later_on(peer, iters, pending, suspend_aware_timer)
 }
 
 fn churn_later_on(peer: Peer, iters: u32, pending: usize, build: fn() -> Timer) -> f64 {

@@ -331,7 +331,8 @@ impl<T: Send + 'static> DelayQueue<T> {
     /// As [`insert`](DelayQueue::insert).
     #[track_caller]
     pub fn insert_at(&self, value: T, when: Instant) -> Key {
-        let offset = self.queue.timer.shared().clock.offset_of(when);
+        let shared = self.queue.timer.shared();
+        let offset = shared.clock.offset_of(shared.given(when));
         self.queue
             .insert(value, offset, None, Location::caller())
             .unwrap_or_else(|e| full(&e))
@@ -367,7 +368,7 @@ impl<T: Send + 'static> DelayQueue<T> {
     #[track_caller]
     pub fn try_insert_at(&self, value: T, when: Instant) -> Result<Key, TryInsertError<T>> {
         let shared = self.queue.timer.shared();
-        let offset = shared.clock.offset_of(when);
+        let offset = shared.clock.offset_of(shared.given(when));
         self.queue
             .try_insert(value, offset, shared.now(), Location::caller())
     }
@@ -428,7 +429,8 @@ impl<T> DelayQueue<T> {
     /// poll.
     #[must_use = "`false` means nothing moved: the value was taken, removed or cleared"]
     pub fn reset_at(&self, key: &Key, when: Instant) -> bool {
-        let offset = self.queue.timer.shared().clock.offset_of(when);
+        let shared = self.queue.timer.shared();
+        let offset = shared.clock.offset_of(shared.given(when));
         self.queue.reset(key, offset, None)
     }
 
@@ -444,7 +446,9 @@ impl<T> DelayQueue<T> {
     pub fn deadline(&self, key: &Key) -> Option<Instant> {
         let state = self.queue.lock_key(key)?;
         let (_, _, item) = state.get(key)?;
-        Some(state.clock.instant_at(item.deadline))
+        let deadline = state.clock.instant_at(item.deadline);
+        drop(state);
+        Some(self.queue.timer.shared().reported(deadline))
     }
 
     /// The key of the value that comes out next: one whose deadline has passed first

@@ -353,7 +353,7 @@ impl<T> Queue<T> {
             return (Vec::new(), None);
         }
         let timer = &self.timer;
-        match state.aim_at(step, |at| timer.sleep_until(at), &self.wake_all) {
+        match state.aim_at(step, |at| timer.sleep_until_on_clock(at), &self.wake_all) {
             (Aimed::Waiting, replaced) => (Vec::new(), replaced),
             (Aimed::Fired(_), replaced) => (self.waiting.take(), replaced),
         }
@@ -381,7 +381,13 @@ impl<T> Queue<T> {
         // After the shards' locks: the consumers to wake, and the sleeps let go of.
         self.wake(woken);
         stale.into_iter().for_each(|sleep| discard(Some(sleep)));
-        polled
+        // Its deadline as the caller's clock names it (see `Shared::reported`).
+        polled.map(|expired| {
+            expired.map(|mut expired| {
+                expired.deadline = self.timer.shared().reported(expired.deadline);
+                expired
+            })
+        })
     }
 
     /// Every shard in use is held, so that no insert slips between the look at one
@@ -508,7 +514,7 @@ impl<T> Queue<T> {
     fn aim(&self, states: &mut Locked<'_, T>) -> (Option<u64>, Vec<Sleep>) {
         let (mut fired_at, mut replaced) = (None, Vec::new());
         for state in states.iter_mut() {
-            let (aimed, old) = state.aim(|at| self.timer.sleep_until(at), &self.wake_all);
+            let (aimed, old) = state.aim(|at| self.timer.sleep_until_on_clock(at), &self.wake_all);
             replaced.extend(old);
             if let Aimed::Fired(step) = aimed {
                 fired_at = Some(fired_at.map_or(step, |at: u64| at.max(step)));

@@ -15,15 +15,27 @@
 //! lock, and Tokio may fire it on the spot (a deadline it counts as passed already):
 //! the waker then finds that lock held and leaves its pass to the holder
 //! (`Parking::ring`), so no user waker ever runs under a lock of ours.
+//!
+//! A suspend-aware timer's deadlines are on its own clock, Tokio's plus the time
+//! suspended: the alarm moves each back to Tokio's clock as it arms it. Tokio's clock
+//! stops while the machine is suspended, so a suspend that begins after the alarm is
+//! armed delays it by its length. On Linux and Android a suspend-aware driver on the
+//! real clock has an alarm on the boot clock instead (`boot_alarm.rs`), which goes
+//! off at its deadline counting the suspend; Tokio's sleep stays for where that alarm
+//! cannot be made, or fails.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::{pin, Pin};
+use std::sync::Arc;
 use std::task::{Context, Waker};
 
 use tokio::time::{Instant, Sleep};
 
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+use super::boot_alarm::BootAlarm;
 use super::context;
+use crate::suspend_clock::Suspended;
 
 /// Tokio's sleep for the driver's next wakeup, and the waker it wakes.
 pub(super) struct Alarm {
@@ -31,7 +43,14 @@ pub(super) struct Alarm {
     sleep: Option<Pin<Box<Sleep>>>,
     /// The driver's `Wakeup`: what Tokio's timer calls when the sleep goes off.
     waker: Waker,
-    /// The instant it was last armed for.
+    /// A suspend-aware timer's time suspended, which its deadlines count and Tokio's
+    /// timer does not.
+    suspended: Option<Arc<Suspended>>,
+    /// The boot-clock alarm armed instead of `sleep`, for a suspend-aware driver on
+    /// the real clock.
+    #[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+    boot: Option<BootAlarm>,
+    /// The instant it was last armed for, on the timer's clock.
     armed_at: Option<Instant>,
     /// Whether `sleep` was moved to the process-wide real-clock runtime (see
     /// [`went_off_early`](Alarm::went_off_early)).
@@ -54,16 +73,34 @@ impl fmt::Debug for Alarm {
 
 impl Alarm {
     /// An alarm on `sleep` (made on the driver's runtime, which times it) that wakes
-    /// `waker`.
-    pub(super) fn new(sleep: Pin<Box<Sleep>>, waker: Waker) -> Alarm {
+    /// `waker`, for deadlines on a clock `suspended` ahead of Tokio's.
+    pub(super) fn new(
+        sleep: Pin<Box<Sleep>>,
+        waker: Waker,
+        suspended: Option<Arc<Suspended>>,
+    ) -> Alarm {
         Alarm {
             sleep: Some(sleep),
             waker,
+            suspended,
+            #[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+            boot: None,
             armed_at: None,
             on_real_clock: false,
             #[cfg(loom)]
             armed: false,
         }
+    }
+
+    /// The same alarm, on the boot clock where the platform has one: for a
+    /// suspend-aware driver on the real clock, whose "now" is Tokio's real clock plus
+    /// the time suspended from any thread.
+    #[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+    pub(super) fn on_boot_clock(mut self) -> Alarm {
+        if self.suspended.is_some() {
+            self.boot = BootAlarm::new(self.waker.clone());
+        }
+        self
     }
 
     /// An alarm that Tokio never fires: a model or unit test rings it by hand.
@@ -72,11 +109,20 @@ impl Alarm {
         Alarm {
             sleep: None,
             waker,
+            suspended: None,
+            #[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+            boot: None,
             armed_at: None,
             on_real_clock: false,
             #[cfg(loom)]
             armed: false,
         }
+    }
+
+    /// The waker the alarm wakes: `Timer::simulate_suspend` rings it by hand.
+    #[cfg(feature = "test-util")]
+    pub(super) fn waker(&self) -> &Waker {
+        &self.waker
     }
 
     /// A loom model's alarm going off, as Tokio's would if it is armed: its waker, and
@@ -86,7 +132,7 @@ impl Alarm {
         std::mem::take(&mut self.armed).then(|| self.waker.clone())
     }
 
-    /// Arms the alarm for `at`. Returns `true` if it has gone off already: Tokio fired
+    /// Arms the alarm for `at`, on the timer's clock. Returns `true` if it has gone off already: Tokio fired
     /// it on the spot (its waker then found the caller's lock held) or it was due.
     ///
     /// Polled outside the coop budget: this may run inside any task's poll (a
@@ -94,12 +140,31 @@ impl Alarm {
     /// return `Pending` without registering, waking the alarm's waker instead.
     pub(super) fn arm(&mut self, at: Instant) -> bool {
         self.armed_at = Some(at);
+        #[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+        if let (Some(boot), Some(suspended)) = (&self.boot, &self.suspended) {
+            let now = crate::clock::deadline_after(
+                Instant::from_std(std::time::Instant::now()),
+                suspended.since_origin(),
+            );
+            // Only a step that has not ended is armed for, so never on the spot.
+            if boot.arm(at.saturating_duration_since(now)) {
+                return false;
+            }
+            // Refused: Tokio's sleep from now on.
+            self.boot = None;
+        }
         let Some(sleep) = &mut self.sleep else {
             #[cfg(loom)]
             {
                 self.armed = true;
             }
             return false;
+        };
+        let at = match &self.suspended {
+            // If the offset grew since the caller read its "now", this is earlier than
+            // meant: the turn it rings processes only the steps that have ended.
+            Some(suspended) => at.checked_sub(suspended.since_origin()).unwrap_or(at),
+            None => at,
         };
         sleep.as_mut().reset(at);
         let mut cx = Context::from_waker(&self.waker);

@@ -56,7 +56,7 @@ impl Shared {
     /// background runtime first waits for.
     fn real_deadline(&self, deadline: Instant) -> Instant {
         if self.runtime.has_real_clock() {
-            return deadline;
+            return self.reported(deadline);
         }
         let real = real_now();
         real + deadline.saturating_duration_since(self.now())
@@ -71,7 +71,7 @@ impl Shared {
     /// `is_elapsed` and a fallback's poll both answer by.
     fn has_passed_on(&self, on: Source, deadline: Instant) -> bool {
         match on {
-            Source::Driver => Instant::now() >= deadline,
+            Source::Driver => Instant::now() >= self.reported(deadline),
             Source::Background => self.driver_clock_short_of(deadline).is_none(),
         }
     }

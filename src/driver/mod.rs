@@ -53,6 +53,8 @@
 
 mod alarm;
 mod anchor;
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+mod boot_alarm;
 mod callbacks;
 mod context;
 mod executor;

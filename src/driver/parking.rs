@@ -222,6 +222,15 @@ impl Parking {
         }
     }
 
+    /// The alarm's waker, if it is installed: for ringing it by hand.
+    #[cfg(feature = "test-util")]
+    pub(super) fn alarm_waker(&self) -> Option<std::task::Waker> {
+        self.hold()
+            .alarm
+            .as_ref()
+            .map(|alarm| alarm.waker().clone())
+    }
+
     /// Takes the pass owed for a ring, if one is.
     pub(super) fn answer(&self) -> bool {
         self.state.fetch_and(!RANG, Ordering::SeqCst) & RANG != 0

@@ -8,7 +8,8 @@
 //! any multi-thread runtime); the caller's Tokio clock when the caller's context is
 //! the driver's runtime; otherwise the clock read inside the driver's runtime
 //! ([`context`]); once the runtime is gone, its last reading moved on with the real
-//! clock ([`Lost`]).
+//! clock ([`Lost`]). A suspend-aware timer's clock is that one plus the time the
+//! machine has spent suspended since the timer's origin ([`Suspended`]).
 //!
 //! Without the feature `test-util` nobody's clock is taken to be paused: every
 //! driver follows the real clock, as Tokio's `Instant` does without its own
@@ -17,7 +18,8 @@
 //! ([`missing_test_util`](crate::missing_test_util)).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use tokio::runtime::{Handle, Id, RuntimeFlavor};
 use tokio::time::Instant;
@@ -25,6 +27,7 @@ use tokio::time::Instant;
 use super::context;
 use crate::clock::Clock;
 use crate::coarse_clock::CoarseBound;
+use crate::suspend_clock::Suspended;
 
 /// The real clock, as a Tokio instant.
 #[inline]
@@ -71,6 +74,9 @@ pub(super) struct DriverRuntime {
     /// An upper bound on the real clock cheaper than reading it: only for a driver on
     /// the real clock, where the platform has one.
     coarse: Option<CoarseBound>,
+    /// For a suspend-aware timer, the time suspended since the origin, which its clock
+    /// adds to Tokio's.
+    suspended: Option<Arc<Suspended>>,
 }
 
 impl DriverRuntime {
@@ -87,15 +93,24 @@ impl DriverRuntime {
 
     /// The runtime `handle` names, its clock the real one if
     /// [`follows_real_clock`](DriverRuntime::follows_real_clock) says so; deadlines are
-    /// offsets from `clock`'s origin.
-    pub(super) fn new(handle: Option<Handle>, real_clock: bool, clock: &Clock) -> DriverRuntime {
+    /// offsets from `clock`'s origin; `suspended` counts from it too.
+    pub(super) fn new(
+        handle: Option<Handle>,
+        real_clock: bool,
+        clock: &Clock,
+        suspended: Option<Arc<Suspended>>,
+    ) -> DriverRuntime {
         let real_clock = Self::follows_real_clock(handle.as_ref(), real_clock);
         DriverRuntime {
             id: handle.as_ref().map(Handle::id),
             handle,
             real_clock,
             lost: OnceLock::new(),
-            coarse: real_clock.then(|| CoarseBound::new(clock)).flatten(),
+            // The coarse clock bounds Tokio's clock, not one that a suspend moves on.
+            coarse: (real_clock && suspended.is_none())
+                .then(|| CoarseBound::new(clock))
+                .flatten(),
+            suspended,
         }
     }
 
@@ -135,8 +150,35 @@ impl DriverRuntime {
     /// anywhere else that runtime's clock, read inside it (see
     /// [`driver_now`](DriverRuntime::driver_now)); the real clock only if that fails
     /// (no thread can be started to read it).
+    ///
+    /// A suspend-aware timer's adds the time suspended since the origin.
     #[inline]
     pub(super) fn now(&self) -> Instant {
+        let now = self.tokio_now();
+        match &self.suspended {
+            None => now,
+            Some(suspended) => crate::clock::deadline_after(now, suspended.since_origin()),
+        }
+    }
+
+    /// The time suspended since the origin that the timer's clock counts: zero for a
+    /// timer that is not suspend-aware. Tokio's instant `t` is `t` plus this on the
+    /// timer's clock, as of now.
+    #[inline]
+    pub(super) fn suspended(&self) -> Duration {
+        self.suspended
+            .as_ref()
+            .map_or(Duration::ZERO, |suspended| suspended.since_origin())
+    }
+
+    /// What counts the time suspended, for a suspend-aware timer.
+    pub(super) fn suspend_clock(&self) -> Option<&Arc<Suspended>> {
+        self.suspended.as_ref()
+    }
+
+    /// [`now`](DriverRuntime::now) on Tokio's clock, before any suspend is added.
+    #[inline]
+    fn tokio_now(&self) -> Instant {
         if self.real_clock {
             real_now()
         } else if let Some(lost) = self.lost.get() {

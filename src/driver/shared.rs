@@ -27,6 +27,7 @@ use crate::config::Config;
 use crate::sites::{PendingSite, ShardTags, SiteSource, Tag, Tags, Tally};
 use crate::stats::Lateness;
 use crate::stats::Stats;
+use crate::suspend_clock::Suspended;
 use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex};
 use crate::wheel::{Entry, Key, Wheel, KEY_BITS};
 
@@ -262,15 +263,18 @@ impl Shared {
             Instant::now()
         };
         let clock = Clock::new(origin, config.tick, steps_per_tick);
-        let runtime = DriverRuntime::new(runtime, config.real_clock, &clock);
+        let suspended = config.suspend_aware.then(|| Arc::new(Suspended::new()));
+        let runtime = DriverRuntime::new(runtime, config.real_clock, &clock, suspended);
         Arc::new(Shared {
             shards,
             // The bound holds only while the clock stands still between Tokio's passes
             // over its timers, that is, while it is paused: a real clock runs on while
             // a busy runtime has yet to fire the wakeup, and a caller on another
             // runtime never waits for this one's pass. So a driver whose clock is never
-            // paused (where the clock is cheap to read: no runtime handle) arms none.
-            parking: Parking::new(!runtime.has_real_clock()),
+            // paused (where the clock is cheap to read: no runtime handle) arms none,
+            // nor does a suspend-aware one, whose clock a suspend moves on between
+            // Tokio's passes.
+            parking: Parking::new(!runtime.has_real_clock() && !config.suspend_aware),
             runtime,
             clock,
             shutdown: AtomicBool::new(false),
@@ -396,7 +400,7 @@ impl Shared {
             source.tally(&mut tally);
         }
         drop(sources);
-        tally.into_sites(|offset| self.clock.instant_at(offset))
+        tally.into_sites(|offset| self.reported(self.clock.instant_at(offset)))
     }
 
     /// Counts `source`'s values in `pending_by_site` for as long as it lives: for a
@@ -433,6 +437,44 @@ impl Shared {
     #[inline]
     pub(crate) fn now(&self) -> Instant {
         self.runtime.now()
+    }
+
+    /// A caller's instant, on Tokio's clock, on the timer's clock: the same instant
+    /// but for a suspend-aware timer, which moves it by the time suspended so far.
+    #[inline]
+    pub(crate) fn given(&self, at: Instant) -> Instant {
+        match self.runtime.suspend_clock() {
+            None => at,
+            Some(_) => crate::clock::deadline_after(at, self.runtime.suspended()),
+        }
+    }
+
+    /// An instant on the timer's clock, on Tokio's, for a caller: the inverse of
+    /// [`given`](Shared::given) as of now.
+    #[inline]
+    pub(crate) fn reported(&self, at: Instant) -> Instant {
+        match self.runtime.suspend_clock() {
+            None => at,
+            // An instant the platform's clock cannot name (before it started) stays
+            // as it is.
+            Some(_) => at.checked_sub(self.runtime.suspended()).unwrap_or(at),
+        }
+    }
+
+    /// As if the machine had been suspended for `duration` just now: a suspend-aware
+    /// timer's clock moves on by it, and the alarm rings, so that the driver turns at
+    /// once for what fell due. Nothing for a timer that is not suspend-aware.
+    #[cfg(feature = "test-util")]
+    pub(crate) fn simulate_suspend(&self, duration: Duration) {
+        let Some(suspended) = self.runtime.suspend_clock() else {
+            return;
+        };
+        suspended.simulate(duration);
+        // As Tokio's timer rings it: outside every lock of ours.
+        match self.parking.alarm_waker() {
+            Some(alarm) => alarm.wake(),
+            None => self.parking.wake_driver(),
+        }
     }
 
     /// Counts a future that completed at its deadline without the driver firing it

@@ -62,7 +62,15 @@ pub(crate) fn start(
     let wakeup = Waker::from(Arc::new(Wakeup {
         shared: Arc::downgrade(&shared),
     }));
-    shared.parking.install(Alarm::new(sleep, wakeup));
+    let suspended = shared.runtime.suspend_clock().cloned();
+    #[allow(unused_mut)]
+    let mut alarm = Alarm::new(sleep, wakeup, suspended);
+    // Only on the real clock: the boot clock does not follow a paused one.
+    #[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+    if shared.runtime.has_real_clock() {
+        alarm = alarm.on_boot_clock();
+    }
+    shared.parking.install(alarm);
     // The guard is made here and moved into the task, not made by the task's body:
     // a runtime dropped before it first polls the task still drops the guard.
     let guard = DriverGuard {

@@ -208,7 +208,8 @@ impl Shared {
     ///
     /// Both runners read the driver's clock ([`Shared::now`]): on a real-clock driver
     /// that is the real clock even where the runtime's Tokio clock is paused (a test
-    /// without the feature `test-util`), which would otherwise fire its timers early.
+    /// without the feature `test-util`), which would otherwise fire its timers early;
+    /// for a suspend-aware timer, moved on by the time suspended.
     pub(super) fn turn(self: &Arc<Self>, runner: Runner, expired: &mut Vec<Payload>) -> Turn {
         self.turn_with(|| self.now(), || self.now(), runner, expired)
     }

@@ -143,8 +143,8 @@ impl DirectionTimeout {
         if !self.armed {
             let deadline = deadline_after(timer.shared().now(), timeout);
             match &mut self.sleep {
-                Some(sleep) => Pin::new(sleep).reset(deadline),
-                None => self.sleep = Some(timer.sleep_until(deadline)),
+                Some(sleep) => sleep.reset_on_clock(deadline),
+                None => self.sleep = Some(timer.sleep_until_on_clock(deadline)),
             }
             self.armed = true;
         }

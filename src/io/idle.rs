@@ -164,14 +164,14 @@ fn poll_until(
         let sleep = match sleep {
             Some(sleep) => {
                 if armed.is_none_or(|at| at > due) {
-                    Pin::new(&mut *sleep).reset(due);
+                    sleep.reset_on_clock(due);
                     *armed = Some(due);
                 }
                 sleep
             }
             None => {
                 *armed = Some(due);
-                sleep.insert(timer.sleep_until(due))
+                sleep.insert(timer.sleep_until_on_clock(due))
             }
         };
         match Pin::new(sleep).poll(cx) {

@@ -31,6 +31,12 @@
 //!   (`Builder::track_call_sites(true)`), for the `wheel-*` peers. For `free`, set
 //!   `TOKIO_WHEEL_TRACK_CALL_SITES=1` in the environment instead.
 //!
+//! * `churn-suspend`, `later-suspend`: the same on a suspend-aware timer
+//!   (`Builder::suspend_aware(true)`), for the `wheel-*` peers.
+//!
+//! The churn workloads print their ns per op to stderr (timed, so only a sanity
+//! check beside callgrind's count).
+//!
 //! Peers: `wheel-io`, `wheel-time`, `tokio-io`, `tokio-time`.
 //!
 //! * `io`: `workloads::keyed::idle_io`, one-byte round trips over `tokio::io::duplex`
@@ -41,15 +47,16 @@ use std::time::Duration;
 
 use tokio_wheel_benches::workloads::keyed::{idle_io, IdleIo};
 use tokio_wheel_benches::workloads::{
-    callbacks_one_thread, churn, churn_free, churn_later, churn_later_tracking_sites,
-    churn_tracking_sites, heartbeat_one_thread, Callbacks, Peer,
+    callbacks_one_thread, churn, churn_free, churn_later, churn_later_suspend_aware,
+    churn_later_tracking_sites, churn_suspend_aware, churn_tracking_sites, heartbeat_one_thread,
+    Callbacks, Peer,
 };
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [workload, peer, ops, rest @ ..] = &args[..] else {
         eprintln!(
-            "usage: probe churn|free|later|churn-sites|later-sites|callbacks|handles|heartbeat wheel-io|wheel-time|tokio-io|tokio-time <ops> [pending]\n       \
+            "usage: probe churn|free|later|churn-sites|later-sites|churn-suspend|later-suspend|callbacks|handles|heartbeat wheel-io|wheel-time|tokio-io|tokio-time <ops> [pending]\n       \
              probe io plain|read|idle|tokio-io-timeout <ops>"
         );
         std::process::exit(2);
@@ -75,12 +82,12 @@ fn main() {
     let ops: u32 = ops.parse().expect("ops");
     let pending: usize = rest.first().map_or(0, |p| p.parse().expect("pending"));
     match workload.as_str() {
-        "churn" => drop(churn(peer, ops, pending)),
+        "churn" => report(churn(peer, ops, pending)),
         "free" => {
             assert!(peer.is_wheel(), "the free functions are this crate's");
             let _ = churn_free(peer.runtime(), ops);
         }
-        "later" => drop(churn_later(peer, ops, pending)),
+        "later" => report(churn_later(peer, ops, pending)),
         "callbacks" if peer.is_wheel() => {
             callbacks_one_thread(Callbacks::Detached, peer.runtime(), ops)
         }
@@ -93,8 +100,15 @@ fn main() {
             let intervals = if pending == 0 { 1000 } else { pending };
             heartbeat_one_thread(peer, intervals, Duration::from_millis(100), ops)
         }
-        "churn-sites" => drop(churn_tracking_sites(peer, ops, pending)),
-        "later-sites" => drop(churn_later_tracking_sites(peer, ops, pending)),
+        "churn-sites" => report(churn_tracking_sites(peer, ops, pending)),
+        "later-sites" => report(churn_later_tracking_sites(peer, ops, pending)),
+        "churn-suspend" => report(churn_suspend_aware(peer, ops, pending)),
+        "later-suspend" => report(churn_later_suspend_aware(peer, ops, pending)),
         other => panic!("unknown workload {other}"),
     }
+}
+
+/// A churn workload's ns per op, on stderr.
+fn report(ns_per_op: f64) {
+    eprintln!("{ns_per_op:.1} ns/op");
 }
