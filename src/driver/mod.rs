@@ -21,6 +21,8 @@
 //! * `executor.rs` — handing expired callbacks to their executor, and the callbacks
 //!   an executor hands back unrun: where they wait, and the three ways they leave.
 //! * `shared.rs` — the shared state: shards, registrations, the groups above.
+//! * `site_report.rs` — the pending timers by call site: the entries' tags and the
+//!   delay queues' (`pending_by_site`, `register_sites`).
 //! * `futures.rs` — what a [`Sleep`](crate::Sleep) asks: register, update its waker,
 //!   move, cancel, whether it has fired.
 //! * `callbacks.rs` — what a [`Scheduled`](crate::Scheduled) asks (schedule, cancel,
@@ -67,6 +69,7 @@ mod progress;
 mod runtime;
 mod shared;
 mod shutdown;
+mod site_report;
 mod task;
 mod turn;
 
