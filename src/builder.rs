@@ -232,10 +232,12 @@ impl Builder {
     /// ticks, `Scheduled::deadline`, a `DelayQueue`'s deadlines) are moved back when
     /// reported, so that they compare with `Instant::now()`.
     ///
-    /// On Linux and Android, on a multi-thread runtime, the driver wakes on a
-    /// `CLOCK_BOOTTIME` timerfd, waited on by a thread of its own: a deadline that
-    /// passed during a suspend fires at resume. On a current-thread runtime it wakes on
-    /// Tokio's timer, which a suspend delays by its length.
+    /// On Linux and Android the driver wakes on a `CLOCK_BOOTTIME` timerfd, waited on
+    /// by a thread of its own: a deadline that passed during a suspend fires at
+    /// resume. With the feature `test-util`, on a current-thread runtime (whose clock
+    /// may be paused, which the boot clock does not follow) it wakes on Tokio's timer,
+    /// which a suspend delays by its length: tests use
+    /// [`Timer::simulate_suspend`](crate::Timer) there.
     ///
     /// On other platforms only [`Timer::simulate_suspend`](crate::Timer) moves the
     /// clock (macOS: Tokio's clock stops in sleep and this setting does not change
