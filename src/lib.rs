@@ -168,8 +168,10 @@
 //! The timing wheel of Varghese and Lauck ("Hashed and Hierarchical Timing Wheels",
 //! SOSP 1987): one slot per quarter tick for the near future, as in Netty's
 //! `HashedWheelTimer`, coarser levels above it for the far future, as in Kafka's, and
-//! the slab storage of tokio-util's `DelayQueue`, driven by one Tokio task. The tour of
-//! the source, its module order and its invariants are in `docs/DESIGN.md`.
+//! the slab storage of tokio-util's `DelayQueue`, turned from Tokio's own pass over
+//! its timers (a `Sleep` whose waker advances the wheel and wakes the due timers'
+//! tasks), with one Tokio task for what runs on it (inline callbacks). The tour of the
+//! source, its module order and its invariants are in `docs/DESIGN.md`.
 #![deny(
     unsafe_code,
     unsafe_op_in_unsafe_fn,
