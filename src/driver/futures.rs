@@ -63,10 +63,11 @@ impl Shared {
         self.late_by(offset)
     }
 
-    /// Not cold: a driver that arms no bound (a multi-thread runtime's, the default
-    /// timer's) reads the clock here on every first poll of a `Sleep`, an interval's
-    /// every tick.
-    #[inline]
+    /// Out of line, so that [`due`](Shared::due), on every first poll, stays inline:
+    /// a real-clock driver's coarse bound leaves here only deadlines within its
+    /// margin of now (an interval's tick, a sleep about to end), a paused one's bound
+    /// only those its armed wakeup cannot rule out.
+    #[inline(never)]
     fn late_by(&self, offset: i64) -> Option<Duration> {
         let now = self.now();
         let deadline = self.clock.instant_at(offset);
