@@ -204,3 +204,65 @@ fn boot_alarm_threads() -> usize {
         .filter(|name| name.starts_with("tokio-wheel-boo"))
         .count()
 }
+
+/// Uses about `kib` KiB of stack.
+#[cfg(target_os = "linux")]
+fn stack_hungry(kib: usize) -> u8 {
+    let buf = std::hint::black_box([1u8; 1024]);
+    if kib <= 1 {
+        buf[0]
+    } else {
+        buf[kib % 1024].wrapping_add(stack_hungry(kib - 1))
+    }
+}
+
+/// A suspend-aware timer's boot-clock alarm passes over the wheels on its own thread,
+/// so a `Custom` executor that runs jobs in place runs callbacks there: that thread
+/// has the stack a Tokio worker has, and a callback that needs a few hundred KiB runs
+/// (in a child process: running out of stack aborts).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_callback_run_in_place_by_the_boot_alarm_has_a_workers_stack() {
+    const NAME: &str = "a_callback_run_in_place_by_the_boot_alarm_has_a_workers_stack";
+    if std::env::var_os("TOKIO_WHEEL_TEST_CHILD").is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([NAME, "--exact", "--nocapture", "--test-threads=1"])
+            .env("TOKIO_WHEEL_TEST_CHILD", "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("child: ran"),
+            "child: {:?}\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let in_place =
+            tokio_wheel::Executor::Custom(Arc::new(|job: Box<dyn FnOnce() + Send>| job()));
+        let timer = Timer::builder()
+            .suspend_aware(true)
+            .executor(in_place)
+            .build()
+            .unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        timer
+            .schedule_detached(Duration::from_millis(20), move || {
+                let _ = tx.send(std::hint::black_box(stack_hungry(256)));
+            })
+            .unwrap();
+        let ran = tokio::time::timeout(SLACK * 4, rx).await;
+        assert!(
+            matches!(ran, Ok(Ok(_))),
+            "the callback did not run: {ran:?}"
+        );
+        println!("child: ran");
+    });
+}

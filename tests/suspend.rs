@@ -230,3 +230,86 @@ async fn the_token_refresher_refreshes_at_resume() {
     tokio::time::sleep(2 * TICK).await;
     assert_eq!(refresher.fetched(), 3);
 }
+
+/// A suspend-aware timer on the paused clock whose suspended time grows, on another
+/// thread, while its alarm is armed (Tokio may then fire the alarm on the spot): its
+/// alarm stays on the paused clock, so an hour's sleep still completes at the hour,
+/// by auto-advance, not on a real-clock runtime the paused test never reaches.
+#[tokio::test(start_paused = true)]
+async fn a_paused_suspend_aware_timers_alarm_stays_on_its_clock_while_suspends_grow() {
+    let timer = suspend_aware();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let suspends = {
+        let (timer, stop) = (timer.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                timer.simulate_suspend(Duration::from_millis(5));
+            }
+        })
+    };
+    // Registrations and parks racing the suspends, for a bounded while.
+    let racing = std::time::Instant::now();
+    while racing.elapsed() < Duration::from_millis(300) {
+        timer.sleep(Duration::from_millis(50)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    suspends.join().unwrap();
+    let start = Instant::now();
+    let hour = tokio::spawn({
+        let timer = timer.clone();
+        async move {
+            timer.sleep(Duration::from_secs(3600)).await;
+            Instant::now()
+        }
+    });
+    // Far later, on Tokio's timer: auto-advance stops at the hour's wakeup first.
+    tokio::time::sleep(Duration::from_secs(10 * 3600)).await;
+    assert!(
+        hour.is_finished(),
+        "the hour's sleep never fired on the paused clock"
+    );
+    let took = hour.await.unwrap() - start;
+    assert_on_time(Duration::from_secs(3600), took);
+}
+
+/// The names of this process's threads (Linux), cut to 15 bytes as the kernel keeps
+/// them.
+#[cfg(target_os = "linux")]
+fn threads_named(name: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim() == name)
+        .count()
+}
+
+/// `simulate_suspend` rings a real-clock suspend-aware timer's alarm before the
+/// instant it was armed for: that says nothing of Tokio's clock, so the alarm stays
+/// where it is (no wakeups moved to the process-wide runtime, whose thread would
+/// start). In a child process, whose threads are its own.
+#[cfg(target_os = "linux")]
+#[test]
+fn simulate_suspend_leaves_a_real_clock_alarm_where_it_is() {
+    const NAME: &str = "simulate_suspend_leaves_a_real_clock_alarm_where_it_is";
+    if !common::is_child() {
+        return common::assert_child_ok(&common::run_in_child(NAME), "child: stayed");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let timer = suspend_aware();
+        let mut sleep = timer.sleep(MINUTE);
+        assert!(poll(&mut sleep, &Waker::noop().clone()).is_pending());
+        timer.simulate_suspend(Duration::from_secs(1));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            threads_named("tokio-wheel"),
+            0,
+            "the alarm moved to the process-wide runtime"
+        );
+        println!("child: stayed");
+    });
+}

@@ -52,7 +52,9 @@ impl BootAlarm {
         let (thread_fd, thread_stop) = (fd.clone(), stop.clone());
         std::thread::Builder::new()
             .name("tokio-wheel-boot-alarm".into())
-            .stack_size(64 * 1024)
+            // The default stack, not a small one: a ring here passes over the wheels
+            // on this thread, waking user wakers and handing callbacks to a `Custom`
+            // executor that may run them in place.
             .spawn(move || wait(&thread_fd, &thread_stop, &waker))
             .ok()?;
         Some(BootAlarm { fd, stop })

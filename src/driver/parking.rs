@@ -43,6 +43,9 @@ pub(super) struct Parking {
     /// Whether the driver's clock may be paused, so that `bound` holds (see
     /// [`ClockBound`]).
     may_pause: bool,
+    /// Whether the driver is on the real clock and not suspend-aware: its alarm going
+    /// off on the spot means Tokio's clock runs ahead (see `Alarm::went_off_early`).
+    real_clock: bool,
     /// The step whose end a loom model's alarm turns to (it never reads the clock).
     #[cfg(loom)]
     pub(super) alarm_step: std::sync::atomic::AtomicU64,
@@ -158,14 +161,18 @@ pub(super) fn wake_at(clock: &Clock, next: u64, now: Instant) -> Option<Instant>
 const TOKIO_MILLISECOND: i64 = 1_000_000;
 
 impl Parking {
-    /// Parking for a driver whose clock may be paused (`may_pause`), with no alarm yet.
-    pub(super) fn new(may_pause: bool) -> Parking {
+    /// Parking for a driver whose clock may be paused and that arms the bound
+    /// (`may_pause`), on the real clock and not suspend-aware (`real_clock`: only such
+    /// a driver's alarm going off on the spot says Tokio's clock runs ahead), with no
+    /// alarm yet.
+    pub(super) fn new(may_pause: bool, real_clock: bool) -> Parking {
         Parking {
             until: AtomicU64::new(u64::MAX),
             notify: Arc::new(Notify::new()),
             bound: Arc::new(ClockBound::new()),
             alarm: Mutex::new(None),
             may_pause,
+            real_clock,
             #[cfg(loom)]
             alarm_step: std::sync::atomic::AtomicU64::new(0),
             state: AtomicUsize::new(0),
@@ -369,7 +376,7 @@ impl Parking {
         let mut went_off = alarm.arm(at);
         // On the real clock `at` is ahead of it, so Tokio fires on the spot only if its
         // clock runs ahead (paused and advanced): move to the real clock and arm there.
-        if went_off && !self.may_pause && alarm.move_to_real_clock(at - Duration::from_nanos(1)) {
+        if went_off && self.real_clock && alarm.move_to_real_clock(at - Duration::from_nanos(1)) {
             went_off = alarm.arm(at);
         }
         if went_off {
@@ -425,7 +432,7 @@ mod tests {
 
     #[test]
     fn the_alarm_going_off_clears_the_bound_and_owes_one_pass() {
-        let parking = Parking::new(true);
+        let parking = Parking::new(true, false);
         assert!(
             !parking.bound.is_before(i64::MAX - 1),
             "known before any wakeup"

@@ -274,7 +274,10 @@ impl Shared {
             // paused (where the clock is cheap to read: no runtime handle) arms none,
             // nor does a suspend-aware one, whose clock a suspend moves on between
             // Tokio's passes.
-            parking: Parking::new(!runtime.has_real_clock() && !config.suspend_aware),
+            parking: Parking::new(
+                !runtime.has_real_clock() && !config.suspend_aware,
+                runtime.has_real_clock() && !config.suspend_aware,
+            ),
             runtime,
             clock,
             shutdown: AtomicBool::new(false),
