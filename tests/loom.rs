@@ -64,6 +64,13 @@ fn counting_callback(timer: &Timer, step: u64) -> (Scheduled, Arc<AtomicUsize>) 
     (handle, ran)
 }
 
+/// The driver's alarm going off for the end of `step` (if armed), on a thread of its
+/// own, as Tokio's timer would fire it.
+fn ring_on_a_thread(timer: &Timer, step: u64) -> thread::JoinHandle<()> {
+    let timer = timer.clone();
+    thread::spawn(move || ring(&timer, step))
+}
+
 /// A driver turn to the end of `step`, on a thread of its own.
 fn turn_on_a_thread(timer: &Timer, step: u64) -> thread::JoinHandle<()> {
     let timer = timer.clone();
@@ -598,10 +605,7 @@ fn alarm_vs_task_turn_fires_each_once() {
         let (woken, waker) = flag();
         assert!(poll(&mut sleep, &waker).is_pending());
         let (_handle, ran) = counting_callback(&timer, 1);
-        let alarm = {
-            let timer = timer.clone();
-            thread::spawn(move || ring(&timer, 1))
-        };
+        let alarm = ring_on_a_thread(&timer, 1);
         turn(&timer, 1);
         alarm.join().unwrap();
         assert!(
@@ -623,10 +627,7 @@ fn alarm_vs_reset_moves_or_refires() {
         let mut sleep = timer.sleep_until(in_step(&timer, 1));
         let (woken, waker) = flag();
         assert!(poll(&mut sleep, &waker).is_pending());
-        let alarm = {
-            let timer = timer.clone();
-            thread::spawn(move || ring(&timer, 1))
-        };
+        let alarm = ring_on_a_thread(&timer, 1);
         Pin::new(&mut sleep).reset(in_step(&timer, 3));
         alarm.join().unwrap();
         assert!(
@@ -651,10 +652,7 @@ fn alarm_vs_drop_frees_the_entry() {
         let (_woken, waker) = flag();
         assert!(poll(&mut sleep, &waker).is_pending());
         let mut other = timer.sleep_until(in_step(&timer, 5));
-        let alarm = {
-            let timer = timer.clone();
-            thread::spawn(move || ring(&timer, 1))
-        };
+        let alarm = ring_on_a_thread(&timer, 1);
         drop(sleep);
         assert!(poll(&mut other, &waker).is_pending());
         alarm.join().unwrap();
@@ -671,10 +669,7 @@ fn alarm_vs_drop_frees_the_entry() {
 fn alarm_while_armed_by_a_registration_is_answered() {
     bounded().check(|| {
         let timer = alarmed_timer(TICK);
-        let alarm = {
-            let timer = timer.clone();
-            thread::spawn(move || ring(&timer, 2))
-        };
+        let alarm = ring_on_a_thread(&timer, 2);
         let mut sleep = timer.sleep_until(in_step(&timer, 2));
         let (woken, waker) = flag();
         let first = poll(&mut sleep, &waker);
@@ -702,10 +697,7 @@ fn alarm_vs_driver_lost_completes_the_sleep() {
         let mut sleep = timer.sleep_until(in_step(&timer, 1));
         let (woken, waker) = flag();
         assert!(poll(&mut sleep, &waker).is_pending());
-        let alarm = {
-            let timer = timer.clone();
-            thread::spawn(move || ring(&timer, 1))
-        };
+        let alarm = ring_on_a_thread(&timer, 1);
         lose_driver(&timer);
         alarm.join().unwrap();
         assert!(woken.0.load(Ordering::SeqCst), "the sleep was never woken");
@@ -721,10 +713,7 @@ fn alarm_vs_driver_lost_completes_the_sleep() {
 fn alarm_while_a_registration_backs_off_is_answered() {
     bounded().check(|| {
         let timer = alarmed_timer(TICK);
-        let alarm = {
-            let timer = timer.clone();
-            thread::spawn(move || ring(&timer, 2))
-        };
+        let alarm = ring_on_a_thread(&timer, 2);
         let other = {
             let timer = timer.clone();
             thread::spawn(move || {

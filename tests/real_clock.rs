@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use tokio_wheel::Timer;
 
+mod common;
+
 /// Generous: a loaded 2-core CI machine can be slow to schedule.
 const SLACK: Duration = Duration::from_millis(250);
 
@@ -179,30 +181,19 @@ async fn a_suspend_aware_timer_is_on_time_without_a_suspend() {
     // ends with the timer.
     #[cfg(target_os = "linux")]
     {
-        assert_eq!(boot_alarm_threads(), 1);
+        assert_eq!(common::threads_named("tokio-wheel-boo"), 1);
         let _ = far.await;
         drop(timer);
         let start = Instant::now();
-        while boot_alarm_threads() > 0 && start.elapsed() < SLACK * 4 {
+        while common::threads_named("tokio-wheel-boo") > 0 && start.elapsed() < SLACK * 4 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert_eq!(
-            boot_alarm_threads(),
+            common::threads_named("tokio-wheel-boo"),
             0,
             "the alarm's thread outlived its timer"
         );
     }
-}
-
-/// The threads of this process waiting on a boot-clock alarm (names are cut to 15
-/// bytes).
-#[cfg(target_os = "linux")]
-fn boot_alarm_threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-        .filter(|name| name.starts_with("tokio-wheel-boo"))
-        .count()
 }
 
 /// Uses about `kib` KiB of stack.

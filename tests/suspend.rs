@@ -272,17 +272,6 @@ async fn a_paused_suspend_aware_timers_alarm_stays_on_its_clock_while_suspends_g
     assert_on_time(Duration::from_secs(3600), took);
 }
 
-/// The names of this process's threads (Linux), cut to 15 bytes as the kernel keeps
-/// them.
-#[cfg(target_os = "linux")]
-fn threads_named(name: &str) -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-        .filter(|comm| comm.trim() == name)
-        .count()
-}
-
 /// `simulate_suspend` rings a real-clock suspend-aware timer's alarm before the
 /// instant it was armed for: that says nothing of Tokio's clock, so the alarm stays
 /// where it is (no wakeups moved to the process-wide runtime, whose thread would
@@ -306,7 +295,7 @@ fn simulate_suspend_leaves_a_real_clock_alarm_where_it_is() {
         timer.simulate_suspend(Duration::from_secs(1));
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(
-            threads_named("tokio-wheel"),
+            common::threads_named("tokio-wheel"),
             0,
             "the alarm moved to the process-wide runtime"
         );

@@ -271,22 +271,25 @@ mod tests {
         }
     }
 
+    /// Shared state of one shard, with an alarm the test rings by hand.
+    fn one_shard_with_an_alarm() -> Arc<Shared> {
+        let mut config = crate::builder::Builder::default()
+            .validate(1)
+            .expect("defaults");
+        config.shards = 1;
+        let shared = Shared::new(config, None);
+        let unused = Waker::from(Arc::new(Flag(AtomicBool::new(false))));
+        shared.parking.install(Alarm::by_hand(unused));
+        shared
+    }
+
     /// A step ends while the alarm's pass runs, with a timer in it: the pass turns
     /// again itself (as Tokio's pass goes on to every timer it finds due) rather than
     /// leave it to the driver task, which under load waits its turn behind every
     /// ready task.
     #[test]
     fn a_step_that_ends_during_the_alarms_pass_is_fired_by_it() {
-        let mut config = crate::builder::Builder::default()
-            .validate(1)
-            .expect("defaults");
-        config.shards = 1;
-        let shared = Shared::new(config, None);
-        shared
-            .parking
-            .install(Alarm::by_hand(Waker::from(Arc::new(Flag(
-                AtomicBool::new(false),
-            )))));
+        let shared = one_shard_with_an_alarm();
         let woken = Arc::new(Flag(AtomicBool::new(false)));
         let Registered::Pending(_) = shared.register(2, &Waker::from(woken.clone()), None, 0)
         else {
@@ -313,16 +316,7 @@ mod tests {
     /// is not one the pass arms for, so the pass wakes the driver task for it.
     #[test]
     fn an_inline_callback_registered_during_an_alarm_pass_wakes_the_task() {
-        let mut config = crate::builder::Builder::default()
-            .validate(1)
-            .expect("defaults");
-        config.shards = 1;
-        let shared = Shared::new(config, None);
-        shared
-            .parking
-            .install(Alarm::by_hand(Waker::from(Arc::new(Flag(
-                AtomicBool::new(false),
-            )))));
+        let shared = one_shard_with_an_alarm();
         let timer = crate::timer::Timer::from_shared(shared.clone());
         struct Schedules(
             crate::timer::Timer,

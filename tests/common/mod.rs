@@ -208,3 +208,14 @@ pub fn timer_on_a_paused_runtime() -> (tokio::runtime::Runtime, Timer) {
     let timer = timer_on(runtime.handle());
     (runtime, timer)
 }
+
+/// How many of this process's threads have the name `name` (Linux; names are cut to
+/// 15 bytes, as the kernel keeps them).
+#[cfg(target_os = "linux")]
+pub fn threads_named(name: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim() == name)
+        .count()
+}
