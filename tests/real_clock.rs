@@ -215,20 +215,8 @@ fn stack_hungry(kib: usize) -> u8 {
 #[test]
 fn a_callback_run_in_place_by_the_boot_alarm_has_a_workers_stack() {
     const NAME: &str = "a_callback_run_in_place_by_the_boot_alarm_has_a_workers_stack";
-    if std::env::var_os("TOKIO_WHEEL_TEST_CHILD").is_none() {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([NAME, "--exact", "--nocapture", "--test-threads=1"])
-            .env("TOKIO_WHEEL_TEST_CHILD", "1")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("child: ran"),
-            "child: {:?}\n{stdout}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        return;
+    if !common::is_child() {
+        return common::assert_child_ok(&common::run_in_child(NAME), "child: ran");
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -79,8 +79,18 @@ impl Alarm {
         waker: Waker,
         suspended: Option<Arc<Suspended>>,
     ) -> Alarm {
+        Alarm::on(Some(sleep), waker, suspended)
+    }
+
+    /// An alarm on `sleep` (none: rung by hand), unarmed, for deadlines on a clock
+    /// `suspended` ahead of Tokio's.
+    fn on(
+        sleep: Option<Pin<Box<Sleep>>>,
+        waker: Waker,
+        suspended: Option<Arc<Suspended>>,
+    ) -> Alarm {
         Alarm {
-            sleep: Some(sleep),
+            sleep,
             waker,
             suspended,
             #[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
@@ -106,17 +116,7 @@ impl Alarm {
     /// An alarm that Tokio never fires: a model or unit test rings it by hand.
     #[cfg(any(test, loom))]
     pub(super) fn by_hand(waker: Waker) -> Alarm {
-        Alarm {
-            sleep: None,
-            waker,
-            suspended: None,
-            #[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
-            boot: None,
-            armed_at: None,
-            on_real_clock: false,
-            #[cfg(loom)]
-            armed: false,
-        }
+        Alarm::on(None, waker, None)
     }
 
     /// The waker the alarm wakes: `Timer::simulate_suspend` rings it by hand.
