@@ -65,7 +65,7 @@ impl Builder {
     /// The timer's resolution: a timer fires less than one tick after its deadline
     /// (plus up to one millisecond, plus the runtime's scheduling delay), never before
     /// it. Default 10 ms. The millisecond is Tokio's: its timer, which wakes the
-    /// driver, counts whole milliseconds, and a tick's end rarely falls on one.
+    /// driver, counts whole milliseconds, and a step's end (below) rarely falls on one.
     ///
     /// With the feature `test-util` (for tests, in `[dev-dependencies]`), a timer
     /// whose tick is not set has a 1 ms tick instead, Tokio's resolution, as the free
@@ -73,12 +73,17 @@ impl Builder {
     /// sees a 25 ms deadline fire at exactly 25 ms, as on Tokio's timer, not at the
     /// next 10 ms tick. A tick set here is kept, with or without the feature.
     ///
-    /// While timers are due the driver wakes about once per tick, at the tick's end
-    /// (or at the whole millisecond of Tokio's before it), and fires every timer whose
-    /// deadline has passed to within a quarter tick (the wheel turns in quarter ticks;
-    /// see [`wheel_size`](Builder::wheel_size) for wheels over 2^18 ticks),
-    /// so a deadline early in a tick fires at the first wakeup after it, as a Tokio
-    /// sleep would, rather than only once the whole tick has ended.
+    /// The wheel turns in quarter ticks, its steps (coarser on wheels over 2^18 ticks;
+    /// see [`wheel_size`](Builder::wheel_size)), and while timers are due the driver
+    /// wakes at the end of each step that holds one (or at the whole millisecond of
+    /// Tokio's before it), so a timer is in fact late by less than a quarter tick and
+    /// a millisecond. That is about one wakeup per step that holds a timer (two where
+    /// Tokio's millisecond before the step's end comes first and finds it not yet
+    /// ended), and none while nothing is pending: a coarser tick costs fewer. Waking
+    /// step by step rather than once a tick keeps each wakeup's burst of woken tasks
+    /// small, which matters on a busy multi-thread runtime: there Tokio moves the tasks
+    /// woken last onto a worker's full local queue to the global queue, behind every
+    /// worker's backlog.
     ///
     /// A tick below 1 ms is raised to 1 ms ([`Timer::tick`](crate::Timer::tick) reports it): Tokio's own
     /// timer, which wakes the driver, has 1 ms resolution, so a finer tick would save

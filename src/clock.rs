@@ -171,15 +171,6 @@ impl Clock {
             .min(MAX_STEP)
     }
 
-    /// The last step of the configured tick that `step` lies in: the driver wakes only
-    /// at ticks' ends (or at Tokio's millisecond just before one), so that a timer
-    /// costs no more wakeups than with a wheel of whole ticks.
-    pub(crate) fn wake_step(&self, step: u64) -> u64 {
-        step.div_ceil(self.steps_per_tick)
-            .saturating_mul(self.steps_per_tick)
-            .min(MAX_STEP)
-    }
-
     /// When step `step` ends.
     pub(crate) fn step_end(&self, step: u64) -> Instant {
         let ns = step.saturating_mul(self.step_ns);
@@ -257,7 +248,7 @@ mod tests {
     }
 
     #[test]
-    fn steps_are_quarter_ticks_and_the_driver_wakes_for_whole_ticks() {
+    fn steps_are_quarter_ticks() {
         let origin = Instant::now();
         let ms = |n: u64| origin + Duration::from_micros(n * 100); // tenths of a ms
         let clock = Clock::new(origin, Duration::from_millis(10), 4);
@@ -268,11 +259,7 @@ mod tests {
         assert_eq!(clock.step_now(ms(24)), 0);
         assert_eq!(clock.step_now(ms(99)), 3);
         assert_eq!(clock.step_end(1), ms(25));
-        assert_eq!(
-            [0, 1, 3, 4, 5, 8, 9].map(|t| clock.wake_step(t)),
-            [0, 4, 4, 4, 8, 8, 12]
-        );
-        assert_eq!(clock.step_end(clock.wake_step(1)), ms(100));
+        assert_eq!(clock.step_end(4), ms(100));
     }
 
     #[test]

@@ -33,13 +33,17 @@ pub(crate) const MAX_SHARDS: usize = 64;
 /// Steps per configured tick (fewer only when the wheel would otherwise exceed 2^20
 /// slots: [`Config::steps_per_tick`]).
 ///
-/// Tokio wakes the driver on its own millisecond grid, which rarely meets the end of
-/// one of our ticks. Each turn fires every step that has ended, so a timer whose
-/// deadline comes early in a tick fires at the first wakeup after it, as a Tokio
-/// sleep would, instead of waiting for the whole tick to end. The driver still asks
-/// Tokio to wake it only at the ends of configured ticks (`Clock::wake_step`), so
-/// finer steps do not mean more wakeups. The cost is four list heads per tick of
-/// `wheel_size` in each wheel.
+/// The driver wakes at the end of the step that holds its next timer (at Tokio's
+/// millisecond at or after it), not at the end of the tick. One pass wakes what it
+/// fires onto the worker running Tokio's timer: on a multi-thread runtime with a full
+/// run queue, the back half of that worker's local queue overflows to the global
+/// queue, where a task waits behind every worker's backlog, and a tick's worth of
+/// wakeups in one pass sends twice the share of them there that Tokio's own sleeps,
+/// spread over the tick's milliseconds, meet (docs/BENCHMARKS.md, "overload"). A
+/// step's worth meets Tokio's share. The cost is about one wakeup per step that holds
+/// a timer instead of one per tick (a second where Tokio's millisecond before the
+/// step's end comes and goes first: see `driver::parking::wake_at`), none while idle,
+/// and four list heads per tick of `wheel_size` in each wheel.
 pub(crate) const STEPS_PER_TICK: usize = 4;
 
 /// Where expired callbacks of [`Timer::schedule`](crate::Timer::schedule) run.

@@ -70,15 +70,16 @@
 //!
 //! * **Never early.** A timer fires at the first driver wakeup after its deadline,
 //!   to within a quarter tick (the wheel turns in quarter ticks, or coarser steps on
-//!   wheels over 2^18 ticks); the driver wakes at the end of each tick with something
-//!   due, or at Tokio's whole millisecond just before it. So a timer is late by less than one tick plus one millisecond (Tokio's
-//!   timer, which wakes the driver, counts whole milliseconds, and a tick's end rarely
-//!   falls on one), plus the runtime's scheduling delay (which under load can be as
-//!   large as the tick itself), and often by much less. Ticks are counted from when
-//!   the timer was built, so work that runs in step with that moment (a loop started
-//!   right after `build()` that sleeps whole ticks) lands just after each tick ends
-//!   and is nearly a full tick late every time; choose the tick for the lateness you
-//!   can accept.
+//!   wheels over 2^18 ticks); the driver wakes at the end of each quarter tick with
+//!   something due, or at Tokio's whole millisecond just before it. So a timer is late
+//!   by less than a quarter tick plus one millisecond (Tokio's timer, which wakes the
+//!   driver, counts whole milliseconds, and a step's end rarely falls on one), always
+//!   less than a tick and a millisecond, plus the runtime's scheduling delay (which
+//!   under load can be as large as the tick itself), and often by much less. Steps are
+//!   counted from when the timer was built, so work that runs in step with that moment
+//!   (a loop started right after `build()` that sleeps whole ticks) lands just after a
+//!   step ends and is nearly a quarter tick late every time; choose the tick for the
+//!   lateness you can accept.
 //! * **Due means ready.** A [`Sleep`], [`Timeout`] or [`Interval`] tick whose
 //!   deadline has passed on its timer's clock is ready when polled, whether or not the
 //!   driver has turned since: after `tokio::time::advance` to the exact deadline,

@@ -26,7 +26,7 @@ use common::{assert_child_ok, is_child, TICK};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
-/// A deadline on neither a tick's end nor Tokio's whole millisecond.
+/// A deadline on neither a step's end nor Tokio's whole millisecond.
 const ODD: Duration = Duration::from_micros(13_370);
 
 /// A timer that tracks call sites, driven on the current runtime.

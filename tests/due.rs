@@ -19,7 +19,7 @@ use common::{assert_at, current_thread_runtime, timer_on, TICK};
 
 const NS: Duration = Duration::from_nanos(1);
 
-/// A deadline that is neither on a tick's end nor on Tokio's whole millisecond.
+/// A deadline that is neither on a step's end nor on Tokio's whole millisecond.
 const ODD: Duration = Duration::from_micros(13_370);
 
 /// `tokio::time::advance`, Tokio's own, with no turn of the wheel's driver after it.
@@ -63,13 +63,13 @@ async fn a_sleep_first_polled_after_its_deadline_is_ready_at_once() {
 #[tokio::test(start_paused = true)]
 async fn a_sleep_is_ready_for_a_task_that_slept_to_its_deadline_on_tokios_timer() {
     let timer = common::timer();
-    // On Tokio's whole millisecond, where its timer wakes a task, and not on a tick's
+    // On Tokio's whole millisecond, where its timer wakes a task, and not on a step's
     // end, where the wheel's driver wakes.
     let deadline = Instant::now() + Duration::from_millis(13);
     let mut ours = task::spawn(timer.sleep_until(deadline));
     assert_pending!(ours.poll());
     // The runtime's auto-advance wakes this task at `deadline` on Tokio's timer; the
-    // wheel's driver wakes for the end of the tick (20 ms), which has not come.
+    // wheel's driver wakes for the end of the step (15 ms), which has not come.
     let woken = tokio::spawn(async move {
         tokio::time::sleep_until(deadline).await;
         let now = Instant::now();

@@ -99,7 +99,7 @@ async fn sleeps_and_timeouts_after_shutdown_are_never_early_on_the_paused_clock(
 #[tokio::test(start_paused = true)]
 async fn after_shutdown_a_sleep_is_ready_when_polled_at_its_exact_deadline() {
     const NS: Duration = Duration::from_nanos(1);
-    // Neither on a tick's end nor on Tokio's whole millisecond.
+    // Neither on a step's end nor on Tokio's whole millisecond.
     const ODD: Duration = Duration::from_micros(13_370);
     let timer = timer();
     timer.shutdown().await;

@@ -127,14 +127,16 @@ async fn a_timer_whose_tick_is_not_set_has_tokios_millisecond_in_tests() {
 }
 
 /// An answer just past the deadline can win, as on Tokio's timer: a deadline inside
-/// a tick fires at the tick's end, and the `Timeout` polls its future first, so a
-/// future ready before then (here at 101 ms, under a 100 ms deadline that ends its
-/// 10 ms tick at 105 ms) is `Ok`, though the deadline has passed by then.
+/// a step fires at the step's end (at Tokio's millisecond at or after it), and the
+/// `Timeout` polls its future first, so a future ready before then (here at 101 ms,
+/// under a 100 ms deadline whose 2.5 ms step ends at 101.5 ms, which Tokio's grid
+/// meets at 102 ms) is `Ok`, though the deadline has passed by then.
 #[tokio::test(start_paused = true)]
 async fn an_answer_ready_just_past_the_deadline_wins() {
     let timer = timer();
-    // Ticks end 5 ms after whole tens of milliseconds from here.
-    tokio::time::advance(Duration::from_millis(5)).await;
+    // Steps end 2.5 ms apart from the timer's origin, 6 ms back from here: 1.5 ms from
+    // here and every 2.5 ms after, 101.5 ms among them.
+    tokio::time::advance(Duration::from_millis(6)).await;
     let start = Instant::now();
     let answer = timer
         .timeout(Duration::from_millis(100), async {

@@ -23,6 +23,8 @@ use tokio::time::Instant;
 
 use super::alarm::Alarm;
 use crate::clock::Clock;
+#[cfg(doc)]
+use crate::config::STEPS_PER_TICK;
 use crate::sync::{lock, AtomicI64, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 
 /// When the driver will next wake, and how to wake it sooner.
@@ -36,7 +38,7 @@ pub(super) struct Parking {
     notify: Arc<Notify>,
     /// Below what the driver's clock reads while its wakeup has not gone off.
     bound: Arc<ClockBound>,
-    /// Tokio's timer, armed for the end of the tick that holds `until`: `None` where no
+    /// Tokio's timer, armed for the end of step `until`: `None` where no
     /// runtime runs the driver, and once the driver's task is gone (its runtime's
     /// timer may be shutting down then, and polling it would panic).
     alarm: Mutex<Option<Alarm>>,
@@ -134,25 +136,26 @@ impl ClockBound {
 /// `None` if that step has already ended (the turn took that long), so that the
 /// driver turns again instead of waiting for Tokio.
 ///
-/// The driver wakes for the end of the configured tick that holds `next`
-/// ([`Clock::wake_step`]). Tokio's timer counts whole milliseconds from its runtime's
-/// start and rounds every deadline up to the next one. That end rarely falls on
-/// Tokio's grid (we cannot see where it lies), so asking for the end itself would wait
-/// for the millisecond boundary after it: a sleep Tokio would have woken at the
-/// boundary before the end waits one more millisecond with us. Asking for
-/// `end - 999_999 ns` makes Tokio round to the last boundary at or before the end
-/// instead, where it fires its own sleeps of that tick. If that boundary has already
-/// passed (the end is less than a millisecond away), Tokio would fire at once, so the
-/// driver asks for `now` instead, which Tokio rounds to the next boundary. Either way
-/// Tokio does the rounding against a grid only it knows: no boundary is guessed, none
-/// is ever in the past, and a wakeup at a boundary before the end (the turn fires only
-/// the steps that have ended) is followed by one at the next boundary.
+/// The driver wakes for the end of step `next`, a quarter tick, not of its tick, so that
+/// one pass wakes at most a step's worth of tasks ([`STEPS_PER_TICK`] says why).
+/// Tokio's timer counts whole milliseconds from its runtime's start and rounds every
+/// deadline up to the next one. That end rarely falls on Tokio's grid (we cannot see
+/// where it lies), so asking for the end itself would wait for the millisecond
+/// boundary after it: a sleep Tokio would have woken at the boundary before the end
+/// waits one more millisecond with us. Asking for `end - 999_999 ns` makes Tokio round
+/// to the last boundary at or before the end instead, where it fires its own sleeps of
+/// that step. If that boundary has already passed (the end is less than a millisecond
+/// away), Tokio would fire at once, so the driver asks for `now` instead, which Tokio
+/// rounds to the next boundary. Either way Tokio does the rounding against a grid only
+/// it knows: no boundary is guessed, none is ever in the past, and a wakeup at a
+/// boundary before the end (the turn fires only the steps that have ended) is followed
+/// by one at the next boundary.
 pub(super) fn wake_at(clock: &Clock, next: u64, now: Instant) -> Option<Instant> {
     const ROUNDING: Duration = Duration::from_nanos(999_999);
     if clock.step_end(next) <= now {
         return None;
     }
-    let end = clock.step_end(clock.wake_step(next));
+    let end = clock.step_end(next);
     let boundary_before_end = end.checked_sub(ROUNDING).unwrap_or(end);
     Some(boundary_before_end.max(now + Duration::from_nanos(1)))
 }
@@ -458,16 +461,18 @@ mod tests {
     }
 
     #[test]
-    fn the_driver_asks_tokio_for_the_millisecond_before_a_ticks_end_or_turns_again() {
+    fn the_driver_asks_tokio_for_the_millisecond_before_a_steps_end_or_turns_again() {
         let origin = Instant::now();
         let us = |n: u64| origin + Duration::from_micros(n);
-        // 10 ms ticks of four 2.5 ms steps: step 2 ends at 5 ms, in the
-        // configured tick that ends at 10 ms; Tokio's millisecond before that end
-        // starts within (9, 10] ms, which `end - 999_999 ns` rounds to.
+        let before_end = |end_us: u64| us(end_us) - Duration::from_nanos(999_999);
+        // 10 ms ticks of four 2.5 ms steps: step 2 ends at 5 ms, step 3 at 7.5 ms, step 4
+        // at 10 ms, each its own wakeup, not the tick's end (10 ms); Tokio's millisecond
+        // before an end starts within (end - 1 ms, end], which `end - 999_999 ns`
+        // rounds to.
         let clock = Clock::new(origin, Duration::from_millis(10), 4);
-        let before_end = us(10_000) - Duration::from_nanos(999_999);
-        assert_eq!(wake_at(&clock, 2, us(1_000)), Some(before_end));
-        assert_eq!(wake_at(&clock, 4, us(4_999)), Some(before_end));
+        assert_eq!(wake_at(&clock, 2, us(1_000)), Some(before_end(5_000)));
+        assert_eq!(wake_at(&clock, 3, us(1_000)), Some(before_end(7_500)));
+        assert_eq!(wake_at(&clock, 4, us(4_999)), Some(before_end(10_000)));
         // That millisecond has begun: ask for now, which Tokio rounds to the next.
         assert_eq!(
             wake_at(&clock, 4, us(9_500)),

@@ -16,7 +16,8 @@ use tokio_wheel::{Executor, Sleep, Timer};
 pub const TICK: Duration = Duration::from_millis(10);
 
 /// How late a timer may fire: less than a tick and Tokio's millisecond (Tokio wakes
-/// the driver on its whole milliseconds, where a tick's end rarely falls).
+/// the driver on its whole milliseconds, where a step's end rarely falls; the driver
+/// wakes at the end of each step, a quarter tick, so this bound is loose by design).
 pub const LATE: Duration = Duration::from_millis(11);
 
 /// How late a busy two-core machine may make a wakeup, beyond [`LATE`]: the bound of
@@ -55,8 +56,8 @@ pub fn poll(sleep: &mut Sleep, waker: &Waker) -> Poll<()> {
 }
 
 /// Asserts `took` is within `[requested, requested + TICK)`: never early, less than a
-/// tick late (on the paused clock with whole-millisecond ticks, where Tokio's wakeups
-/// fall on the ticks' ends).
+/// tick late (on the paused clock, where Tokio's wakeups fall on whole milliseconds,
+/// a timer of whole-millisecond ticks is less than a step and a millisecond late).
 #[track_caller]
 pub fn assert_on_time(requested: Duration, took: Duration) {
     assert_within(requested, took, TICK);
