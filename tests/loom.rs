@@ -395,6 +395,35 @@ fn delay_queue_consumer_vs_last_other_handle_drop_loses_no_wakeup() {
     });
 }
 
+/// The removal that empties a queue with one handle (shared by two threads) races a
+/// consumer of that handle: the consumer is told the queue ended (`None`), on its poll
+/// or by a wake; never left waiting. (`remove` looks for consumers to end only if one
+/// is counted: the count is made under the shard's lock, which the removal takes.)
+#[test]
+fn delay_queue_consumer_vs_the_removal_that_ends_a_sole_queue_loses_no_wakeup() {
+    loom::model(|| {
+        let timer = timer(TICK);
+        let queue: Arc<DelayQueue<u8>> = Arc::new(DelayQueue::with_timer(&timer));
+        let key = queue.insert_at(7, in_step(&timer, 1));
+        let remover = {
+            let queue = queue.clone();
+            thread::spawn(move || queue.remove(&key))
+        };
+        let (woken, waker) = flag();
+        let first = queue.poll_expired(&mut Context::from_waker(&waker));
+        assert_eq!(remover.join().unwrap(), Some(7));
+        match first {
+            Poll::Ready(None) => {}
+            Poll::Pending => {
+                assert!(woken.0.load(Ordering::SeqCst), "lost wakeup");
+                let again = queue.poll_expired(&mut Context::from_waker(&waker));
+                assert!(matches!(again, Poll::Ready(None)), "woken, yet waits");
+            }
+            Poll::Ready(Some(_)) => panic!("a value its step had not passed"),
+        }
+    });
+}
+
 /// A consumer waits on the queue's sleep while the driver's turn fires it and a
 /// shutdown drains it, in any order: the consumer is woken either way. (A `DelayQueue`
 /// poll reads no shutdown flag; after a shutdown its sleep is timed by the fallback,

@@ -403,8 +403,11 @@ impl<T> DelayQueue<T> {
         // and remove into an otherwise empty shard register and cancel it.
         let emptied_ended = state.wheel.len() == 0 && (state.closed || self.queue.is_sole());
         drop(state);
-        // The other shards are looked at only then, under all the locks.
-        let wake = if emptied_ended {
+        // The other shards are looked at only then, under all the locks, and only if
+        // a consumer waits: one registers under the lock of every shard in use, this
+        // one's included, so one that registered before this removal is counted by
+        // now, and one that comes after finds the queue ended itself.
+        let wake = if emptied_ended && self.queue.waiting.any() {
             self.queue.wake_if_ended()
         } else {
             Vec::new()
