@@ -1,8 +1,9 @@
 //! The driver task, and the waker of the driver's alarm ([`Wakeup`]).
 //!
-//! Tokio's timer wakes the alarm ([`Alarm`]) at the end of the configured tick that
-//! holds the wheels' next expiration: the earliest deadline, or the moment a far one
-//! moves down a level of the wheel, so a lone far deadline costs a handful of wakeups.
+//! Tokio's timer wakes the alarm ([`Alarm`]) at the end of the step (a quarter tick)
+//! that holds the wheels' next expiration: the earliest deadline, or the moment a far
+//! one moves down a level of the wheel, so a lone far deadline costs a handful of
+//! wakeups.
 //! The alarm's waker turns the wheels itself, from Tokio's pass over its timers, and
 //! re-arms the alarm; the driver task turns when it is notified: for callbacks that
 //! run on it, when a shard stopped at its batch, for `catch_up`, at shutdown, and when
