@@ -73,17 +73,17 @@ impl Builder {
     /// sees a 25 ms deadline fire at exactly 25 ms, as on Tokio's timer, not at the
     /// next 10 ms tick. A tick set here is kept, with or without the feature.
     ///
-    /// The wheel turns in quarter ticks, its steps (coarser on wheels over 2^18 ticks;
-    /// see [`wheel_size`](Builder::wheel_size)), and while timers are due the driver
-    /// wakes at the end of each step that holds one (or at the whole millisecond of
-    /// Tokio's before it), so a timer is in fact late by less than a quarter tick and
-    /// a millisecond. That is about one wakeup per step that holds a timer (two where
-    /// Tokio's millisecond before the step's end comes first and finds it not yet
-    /// ended), and none while nothing is pending: a coarser tick costs fewer. Waking
-    /// step by step rather than once a tick keeps each wakeup's burst of woken tasks
-    /// small, which matters on a busy multi-thread runtime: there Tokio moves the tasks
-    /// woken last onto a worker's full local queue to the global queue, behind every
-    /// worker's backlog.
+    /// The wheel turns in steps of a quarter tick (half or all of one on wheels over
+    /// 2^18 ticks; see [`wheel_size`](Builder::wheel_size)), and while timers are due
+    /// the driver wakes at the end of each step that holds one (or at the whole
+    /// millisecond of Tokio's before it), so a timer is in fact late by less than a
+    /// step and a millisecond. That is about one wakeup per step that holds a timer
+    /// (two where Tokio's millisecond before the step's end comes first and finds it
+    /// not yet ended), and none while nothing is pending: a coarser tick costs fewer.
+    /// Waking step by step rather than once a tick keeps each wakeup's burst of woken
+    /// tasks small, which matters on a busy multi-thread runtime: there Tokio moves the
+    /// tasks woken last onto a worker's full local queue to the global queue, behind
+    /// every worker's backlog.
     ///
     /// A tick below 1 ms is raised to 1 ms ([`Timer::tick`](crate::Timer::tick) reports it): Tokio's own
     /// timer, which wakes the driver, has 1 ms resolution, so a finer tick would save

@@ -68,18 +68,17 @@
 //!
 //! # Semantics
 //!
-//! * **Never early.** A timer fires at the first driver wakeup after its deadline,
-//!   to within a quarter tick (the wheel turns in quarter ticks, or coarser steps on
-//!   wheels over 2^18 ticks); the driver wakes at the end of each quarter tick with
-//!   something due, or at Tokio's whole millisecond just before it. So a timer is late
-//!   by less than a quarter tick plus one millisecond (Tokio's timer, which wakes the
-//!   driver, counts whole milliseconds, and a step's end rarely falls on one), always
-//!   less than a tick and a millisecond, plus the runtime's scheduling delay (which
-//!   under load can be as large as the tick itself), and often by much less. Steps are
-//!   counted from when the timer was built, so work that runs in step with that moment
-//!   (a loop started right after `build()` that sleeps whole ticks) lands just after a
-//!   step ends and is nearly a quarter tick late every time; choose the tick for the
-//!   lateness you can accept.
+//! * **Never early.** A timer fires at the first driver wakeup after the end of its
+//!   deadline's step: a quarter tick (half or all of one on wheels over 2^18 ticks).
+//!   The driver wakes at the end of each step with something due, or at Tokio's whole
+//!   millisecond just before it. So a timer is late by less than a step plus one
+//!   millisecond (Tokio's timer, which wakes the driver, counts whole milliseconds,
+//!   and a step's end rarely falls on one), always less than a tick and a millisecond,
+//!   plus the runtime's scheduling delay (which under load can be as large as the tick
+//!   itself), and often by much less. Steps are counted from when the timer was
+//!   built, so work that runs in step with that moment (a loop started right after
+//!   `build()` that sleeps whole ticks) lands just after one ends and is nearly a step
+//!   late every time; choose the tick for the lateness you can accept.
 //! * **Due means ready.** A [`Sleep`], [`Timeout`] or [`Interval`] tick whose
 //!   deadline has passed on its timer's clock is ready when polled, whether or not the
 //!   driver has turned since: after `tokio::time::advance` to the exact deadline,

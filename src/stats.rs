@@ -15,8 +15,10 @@ pub struct Stats {
     pub pending: usize,
     /// How many turns the driver has taken: its task's, and its alarm's passes from
     /// Tokio's timer. With nothing pending it does not wake at all; with timers
-    /// pending, about once per tick that has one due (twice where a callback runs on
-    /// the `Inline` executor: the alarm's pass, then the task's turn).
+    /// pending, about once per step (a quarter tick) that holds one, twice where
+    /// Tokio's millisecond before the step's end comes first and finds it not yet
+    /// ended, or where a callback runs on the `Inline` executor (the alarm's pass, then
+    /// the task's turn).
     pub driver_wakeups: u64,
     /// Timers (futures and callbacks) the driver fired since the timer was built, and
     /// registered futures found due when polled before the driver's turn (they

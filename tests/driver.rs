@@ -136,7 +136,8 @@ async fn a_late_driver_catches_up_on_every_skipped_tick() {
 /// A 1 ms timer built half a millisecond into its runtime, so that every tick ends
 /// halfway between two of the whole milliseconds Tokio's own timer counts (from the
 /// runtime's start; it rounds each deadline up to one): tick 1 ends 1.5 ms into the
-/// runtime, tick 2 at 2.5 ms.
+/// runtime, tick 2 at 2.5 ms. A tick's end is its last step's: the sleeps below, of
+/// whole ticks, are due there, and the driver wakes for that step's end.
 async fn a_timer_half_a_millisecond_into_its_runtime() -> Timer {
     tokio::time::advance(Duration::from_micros(500)).await;
     Timer::builder()
@@ -164,8 +165,9 @@ async fn advance_and_settle(d: Duration) {
     }
 }
 
-/// The tick must fire as soon as the runtime's clock has passed its end, as Tokio's
-/// sleeps do, not wait for Tokio's next whole millisecond (up to 1 ms later).
+/// The step (here a tick's last) must fire as soon as the runtime's clock has passed
+/// its end, as Tokio's sleeps do, not wait for Tokio's next whole millisecond (up to
+/// 1 ms later).
 #[tokio::test(start_paused = true)]
 async fn a_tick_ending_between_tokios_milliseconds_fires_once_the_clock_passes_its_end() {
     let timer = a_timer_half_a_millisecond_into_its_runtime().await;
@@ -193,9 +195,9 @@ async fn a_deadline_early_in_a_tick_fires_at_the_first_wakeup_after_it() {
     assert!(start.elapsed() >= Duration::from_micros(700));
 }
 
-/// Asking Tokio for the millisecond a tick ends in can wake the driver before the
-/// tick's end: then what is not yet due stays, and the driver waits once more, for
-/// Tokio's next millisecond.
+/// Asking Tokio for the millisecond a step ends in (here a tick's last) can wake the
+/// driver before the step's end: then what is not yet due stays, and the driver waits
+/// once more, for Tokio's next millisecond.
 #[tokio::test(start_paused = true)]
 async fn a_wakeup_before_the_ticks_end_fires_nothing_and_waits_once_more() {
     let timer = a_timer_half_a_millisecond_into_its_runtime().await;
@@ -483,10 +485,10 @@ async fn after_the_last_cancel_the_driver_wakes_once_more_then_rests() {
 /// Whole-millisecond ticks too, once the clock's sub-millisecond phase is no longer the
 /// one the timer was built at (a sub-millisecond `advance` here; the real clock's
 /// wakeups fall anywhere): Tokio can only land the driver whole milliseconds from
-/// where the clock stands, which misses the tick's end, so a timer due early in a tick
+/// where the clock stands, which misses the step's end, so a timer due early in a tick
 /// of one step (a 2^20-slot wheel), or in the last quarter of a 1 ms tick, waits up to
-/// a millisecond past it. More than a tick late, less than a millisecond more; never
-/// early.
+/// a millisecond past its step's end. More than a tick late, less than a millisecond
+/// more; never early.
 #[tokio::test(start_paused = true)]
 async fn a_whole_millisecond_tick_can_be_a_millisecond_more_late_off_the_clocks_phase() {
     let ms = Duration::from_millis(1);

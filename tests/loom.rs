@@ -735,6 +735,42 @@ fn alarm_vs_driver_lost_completes_the_sleep() {
     });
 }
 
+/// The alarm going off before the end of the step it is armed for (the driver asks
+/// Tokio for its millisecond before a step's end, which the clock can reach first),
+/// while another sleep registers in that step: that pass fires nothing and re-arms,
+/// whichever comes first, and the ring at the step's end wakes both sleeps. Never
+/// early, no ring lost.
+#[test]
+fn alarm_before_its_steps_end_vs_a_registration_wakes_both_at_the_end() {
+    bounded().check(|| {
+        let timer = alarmed_timer(TICK);
+        let mut first = timer.sleep_until(in_step(&timer, 2));
+        let (first_woken, first_waker) = flag();
+        assert!(poll(&mut first, &first_waker).is_pending());
+        // Tokio's clock at the end of step 1, not yet at step 2's.
+        let early = ring_on_a_thread(&timer, 1);
+        let mut second = timer.sleep_until(in_step(&timer, 2));
+        let (second_woken, second_waker) = flag();
+        let polled = poll(&mut second, &second_waker);
+        early.join().unwrap();
+        assert!(polled.is_pending(), "ready before its step ended");
+        assert!(
+            !first_woken.0.load(Ordering::SeqCst) && !second_woken.0.load(Ordering::SeqCst),
+            "woken before the step ended"
+        );
+        ring(&timer, 2);
+        assert!(
+            first_woken.0.load(Ordering::SeqCst) && second_woken.0.load(Ordering::SeqCst),
+            "a ring was lost: pending {}, parked until {}",
+            timer.pending(),
+            parked_until(&timer)
+        );
+        assert!(poll(&mut first, &first_waker).is_ready());
+        assert!(poll(&mut second, &second_waker).is_ready());
+        assert_eq!(timer.pending(), 0);
+    });
+}
+
 /// A registration that finds, under the alarm's lock, that another armed it earlier
 /// backs off; a ring that came while it held the lock is still answered (here by
 /// Tokio's next pass, which it re-arms the alarm for), and both sleeps are woken.
