@@ -19,7 +19,7 @@ use tokio_wheel::loom_hooks::{
     alarmed_timer, capped_timer, kept_alive, lose_driver, parked_until, ring, shutdown, step_end,
     timer, tracking_timer, turn,
 };
-use tokio_wheel::{DelayQueue, Error, Instant, Scheduled, Sleep, Timer};
+use tokio_wheel::{DelayQueue, Error, Expired, Instant, Scheduled, Sleep, Timer};
 
 /// An hour: the models' deadlines, steps of a quarter hour apart, are decided by the
 /// turns the models take by hand, never by the real clock (which a `Sleep` and a
@@ -39,6 +39,15 @@ impl Wake for Flag {
 fn flag() -> (Arc<Flag>, Waker) {
     let flag = Arc::new(Flag(AtomicBool::new(false)));
     (flag.clone(), Waker::from(flag))
+}
+
+/// A sleep of `timer` due in `step`, polled once (pending), with the flag its waker
+/// sets.
+fn registered(timer: &Timer, step: u64) -> (Sleep, Arc<Flag>, Waker) {
+    let mut sleep = timer.sleep_until(in_step(timer, step));
+    let (woken, waker) = flag();
+    assert!(poll(&mut sleep, &waker).is_pending());
+    (sleep, woken, waker)
 }
 
 fn poll(sleep: &mut Sleep, waker: &Waker) -> Poll<()> {
@@ -136,9 +145,7 @@ fn registration_vs_park_loses_no_wakeup() {
     loom::model(|| {
         let timer = timer(TICK);
         // Something pending at step 5 so that the driver parks until 5.
-        let mut anchor = timer.sleep_until(in_step(&timer, 5));
-        let (_, waker) = flag();
-        assert!(poll(&mut anchor, &waker).is_pending());
+        let (_anchor, _, waker) = registered(&timer, 5);
         let driver = turn_on_a_thread(&timer, 1);
         let mut early = timer.sleep_until(in_step(&timer, 3));
         assert!(poll(&mut early, &waker).is_pending());
@@ -155,9 +162,7 @@ fn registration_vs_park_loses_no_wakeup() {
 fn reset_vs_fire_moves_or_refires() {
     loom::model(|| {
         let timer = timer(TICK);
-        let mut sleep = timer.sleep_until(in_step(&timer, 1));
-        let (woken, waker) = flag();
-        assert!(poll(&mut sleep, &waker).is_pending());
+        let (mut sleep, woken, waker) = registered(&timer, 1);
         let driver = turn_on_a_thread(&timer, 1);
         Pin::new(&mut sleep).reset(in_step(&timer, 3));
         driver.join().unwrap();
@@ -369,6 +374,25 @@ fn delay_queue_consumer_giving_up_vs_turn_wakes_the_other() {
     });
 }
 
+/// A consumer's first poll, `first`, of a queue that has ended since (empty, nothing
+/// can insert): `None` then, or `Pending` and woken, and `None` on the poll after.
+fn assert_told_it_ended<T>(
+    queue: &DelayQueue<T>,
+    first: Poll<Option<Expired<T>>>,
+    woken: &Flag,
+    waker: &Waker,
+) {
+    match first {
+        Poll::Ready(None) => {}
+        Poll::Pending => {
+            assert!(woken.0.load(Ordering::SeqCst), "lost wakeup");
+            let again = queue.poll_expired(&mut Context::from_waker(waker));
+            assert!(matches!(again, Poll::Ready(None)), "woken, yet waits");
+        }
+        Poll::Ready(Some(_)) => panic!("a value out of a queue that ended"),
+    }
+}
+
 /// A consumer polls an empty `DelayQueue` while the second-to-last handle drops on
 /// another thread: the consumer gets `None` on that poll (the drop came first), or
 /// waits and is woken by the drop, and then gets `None`; never a lost wakeup.
@@ -382,15 +406,7 @@ fn delay_queue_consumer_vs_last_other_handle_drop_loses_no_wakeup() {
         let (woken, waker) = flag();
         let first = queue.poll_expired(&mut Context::from_waker(&waker));
         dropper.join().unwrap();
-        match first {
-            Poll::Ready(None) => {}
-            Poll::Pending => {
-                assert!(woken.0.load(Ordering::SeqCst), "lost wakeup");
-                let again = queue.poll_expired(&mut Context::from_waker(&waker));
-                assert!(matches!(again, Poll::Ready(None)), "woken, yet waits");
-            }
-            Poll::Ready(Some(_)) => panic!("a value out of an empty queue"),
-        }
+        assert_told_it_ended(&queue, first, &woken, &waker);
         assert!(format!("{queue:?}").contains("waiting: 0"), "{queue:?}");
     });
 }
@@ -412,15 +428,7 @@ fn delay_queue_consumer_vs_the_removal_that_ends_a_sole_queue_loses_no_wakeup() 
         let (woken, waker) = flag();
         let first = queue.poll_expired(&mut Context::from_waker(&waker));
         assert_eq!(remover.join().unwrap(), Some(7));
-        match first {
-            Poll::Ready(None) => {}
-            Poll::Pending => {
-                assert!(woken.0.load(Ordering::SeqCst), "lost wakeup");
-                let again = queue.poll_expired(&mut Context::from_waker(&waker));
-                assert!(matches!(again, Poll::Ready(None)), "woken, yet waits");
-            }
-            Poll::Ready(Some(_)) => panic!("a value its step had not passed"),
-        }
+        assert_told_it_ended(&queue, first, &woken, &waker);
     });
 }
 
@@ -449,9 +457,7 @@ fn delay_queue_waiting_consumer_vs_turn_and_shutdown_is_woken() {
 fn drop_vs_fire_frees_the_entry() {
     loom::model(|| {
         let timer = timer(TICK);
-        let mut sleep = timer.sleep_until(in_step(&timer, 1));
-        let (_woken, waker) = flag();
-        assert!(poll(&mut sleep, &waker).is_pending());
+        let (sleep, _woken, waker) = registered(&timer, 1);
         // Another timer whose entry could reuse the freed slot: a stale key must not
         // remove it.
         let mut other = timer.sleep_until(in_step(&timer, 5));
@@ -630,9 +636,7 @@ fn bounded() -> loom::model::Builder {
 fn alarm_vs_task_turn_fires_each_once() {
     bounded().check(|| {
         let timer = alarmed_timer(TICK);
-        let mut sleep = timer.sleep_until(in_step(&timer, 1));
-        let (woken, waker) = flag();
-        assert!(poll(&mut sleep, &waker).is_pending());
+        let (mut sleep, woken, waker) = registered(&timer, 1);
         let (_handle, ran) = counting_callback(&timer, 1);
         let alarm = ring_on_a_thread(&timer, 1);
         turn(&timer, 1);
@@ -653,9 +657,7 @@ fn alarm_vs_task_turn_fires_each_once() {
 fn alarm_vs_reset_moves_or_refires() {
     bounded().check(|| {
         let timer = alarmed_timer(TICK);
-        let mut sleep = timer.sleep_until(in_step(&timer, 1));
-        let (woken, waker) = flag();
-        assert!(poll(&mut sleep, &waker).is_pending());
+        let (mut sleep, woken, waker) = registered(&timer, 1);
         let alarm = ring_on_a_thread(&timer, 1);
         Pin::new(&mut sleep).reset(in_step(&timer, 3));
         alarm.join().unwrap();
@@ -677,9 +679,7 @@ fn alarm_vs_reset_moves_or_refires() {
 fn alarm_vs_drop_frees_the_entry() {
     bounded().check(|| {
         let timer = alarmed_timer(TICK);
-        let mut sleep = timer.sleep_until(in_step(&timer, 1));
-        let (_woken, waker) = flag();
-        assert!(poll(&mut sleep, &waker).is_pending());
+        let (sleep, _woken, waker) = registered(&timer, 1);
         let mut other = timer.sleep_until(in_step(&timer, 5));
         let alarm = ring_on_a_thread(&timer, 1);
         drop(sleep);
@@ -723,9 +723,7 @@ fn alarm_while_armed_by_a_registration_is_answered() {
 fn alarm_vs_driver_lost_completes_the_sleep() {
     bounded().check(|| {
         let timer = alarmed_timer(TICK);
-        let mut sleep = timer.sleep_until(in_step(&timer, 1));
-        let (woken, waker) = flag();
-        assert!(poll(&mut sleep, &waker).is_pending());
+        let (sleep, woken, _waker) = registered(&timer, 1);
         let alarm = ring_on_a_thread(&timer, 1);
         lose_driver(&timer);
         alarm.join().unwrap();
@@ -744,9 +742,7 @@ fn alarm_vs_driver_lost_completes_the_sleep() {
 fn alarm_before_its_steps_end_vs_a_registration_wakes_both_at_the_end() {
     bounded().check(|| {
         let timer = alarmed_timer(TICK);
-        let mut first = timer.sleep_until(in_step(&timer, 2));
-        let (first_woken, first_waker) = flag();
-        assert!(poll(&mut first, &first_waker).is_pending());
+        let (mut first, first_woken, first_waker) = registered(&timer, 2);
         // Tokio's clock at the end of step 1, not yet at step 2's.
         let early = ring_on_a_thread(&timer, 1);
         let mut second = timer.sleep_until(in_step(&timer, 2));
