@@ -418,11 +418,7 @@ async fn a_queue_on_a_timer_that_does_not_track_lists_nothing() {
 fn counts_stay_exact_with_many_threads() {
     const TASKS: usize = 8;
     const KEPT: usize = 50;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::multi_thread_runtime(4);
     let t = runtime.block_on(async { tracking() });
     let mut tasks = Vec::new();
     for _ in 0..TASKS {

@@ -150,11 +150,7 @@ async fn a_stale_handle_never_cancels_the_entry_that_reused_its_key() {
 /// "the callback ran" happens, for every callback.
 #[test]
 fn cancel_racing_expiry_is_exactly_once() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::multi_thread_runtime(2);
     let timer = runtime.block_on(async {
         Timer::builder()
             .tick(Duration::from_millis(1))

@@ -9,14 +9,12 @@ use std::time::{Duration, Instant};
 
 use tokio_wheel::Timer;
 
+mod common;
+
 /// A paused runtime, its clock an hour in, that uses the free functions first.
 #[cfg(any(feature = "test-util", not(debug_assertions)))]
 fn first_use_on_a_paused_runtime() {
-    let paused = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let paused = common::paused_runtime();
     paused.block_on(async {
         tokio::time::advance(Duration::from_secs(3600)).await;
         drop(tokio_wheel::sleep(Duration::from_millis(1)));
@@ -154,11 +152,7 @@ fn a_paused_runtime_without_the_feature_test_util_is_told_to_add_it() {
     let mut wrong = Vec::new();
     for (name, entry) in entry_points {
         *at.lock().unwrap() = None;
-        let paused = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let paused = common::paused_runtime();
         let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             paused.block_on(async {
                 tokio::time::advance(Duration::from_secs(3600)).await;
@@ -207,11 +201,7 @@ fn a_running_runtime_is_not_taken_for_a_paused_one() {
 #[cfg(any(feature = "test-util", not(debug_assertions)))]
 #[test]
 fn an_explicit_timer_on_a_paused_runtime_follows_its_clock_only_with_test_util() {
-    let paused = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let paused = common::paused_runtime();
     paused.block_on(async {
         let timer = Timer::new();
         let requested = Duration::from_millis(200);

@@ -38,11 +38,7 @@ async fn inserts_into_a_delay_queue_cancel_nothing() {
 #[test]
 fn a_waiting_consumer_is_woken_when_another_consumers_poll_completes_the_sleep() {
     use std::task::Poll;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::multi_thread_runtime(2);
     rt.block_on(async {
         let timer = Timer::builder()
             .tick(Duration::from_millis(1))

@@ -218,11 +218,7 @@ fn a_callback_run_in_place_by_the_boot_alarm_has_a_workers_stack() {
     if !common::is_child() {
         return common::assert_child_ok(&common::run_in_child(NAME), "child: ran");
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::multi_thread_runtime(2);
     runtime.block_on(async {
         let in_place =
             tokio_wheel::Executor::Custom(Arc::new(|job: Box<dyn FnOnce() + Send>| job()));

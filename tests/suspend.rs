@@ -283,11 +283,7 @@ fn simulate_suspend_leaves_a_real_clock_alarm_where_it_is() {
     if !common::is_child() {
         return common::assert_child_ok(&common::run_in_child(NAME), "child: stayed");
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::multi_thread_runtime(2);
     runtime.block_on(async {
         let timer = suspend_aware();
         let mut sleep = timer.sleep(MINUTE);

@@ -182,13 +182,18 @@ pub fn assert_child_ok(output: &std::process::Output, marker: &str) {
     );
 }
 
-/// A one-worker multi-thread runtime with its time driver.
-pub fn runtime_with_time() -> tokio::runtime::Runtime {
+/// A multi-thread runtime of `workers` workers with its I/O and time drivers.
+pub fn multi_thread_runtime(workers: usize) -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+        .worker_threads(workers)
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// A one-worker multi-thread runtime with its time driver.
+pub fn runtime_with_time() -> tokio::runtime::Runtime {
+    multi_thread_runtime(1)
 }
 
 /// A timer (10 ms tick) whose driver runs on a one-worker runtime of its own.
