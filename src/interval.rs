@@ -44,7 +44,7 @@ const TOKIO_MISSED: Duration = Duration::from_millis(5);
 /// use std::time::Duration;
 /// use tokio_wheel::{Instant, MissedTickBehavior, Timer};
 ///
-/// let timer = Timer::new(); // 10 ms tick
+/// let timer = Timer::new(); // the default tick: 10 ms, 1 ms under `test-util`
 /// let mut heartbeat = timer.interval(Duration::from_millis(100));
 /// heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
 /// heartbeat.tick().await;

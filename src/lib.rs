@@ -74,8 +74,9 @@
 //!   millisecond just before it. So a timer is late by less than a step plus one
 //!   millisecond (Tokio's timer, which wakes the driver, counts whole milliseconds,
 //!   and a step's end rarely falls on one), always less than a tick and a millisecond,
-//!   plus the runtime's scheduling delay (which under load can be as large as the tick
-//!   itself), and often by much less. Steps are counted from when the timer was
+//!   plus the runtime's scheduling delay (the time the woken task waits behind the
+//!   ready ones, as with Tokio's timer: tens of milliseconds on a saturated runtime,
+//!   see the guide's "Lateness on a busy runtime"), and often by much less. Steps are counted from when the timer was
 //!   built, so work that runs in step with that moment (a loop started right after
 //!   `build()` that sleeps whole ticks) lands just after one ends and is nearly a step
 //!   late every time; choose the tick for the lateness you can accept.
@@ -119,9 +120,10 @@
 //! its own current-thread runtime. Without the feature `test-util` both follow the
 //! **real clock**, not a test's paused one.
 //!
-//! With the feature **`test-util`**, meant for `[dev-dependencies]` as Tokio's is, they
-//! use a timer on the *caller's* runtime instead, built on its first use there with a
-//! 1 ms tick (Tokio's resolution), which follows that runtime's clock, paused or not:
+//! With the feature **`test-util`**, meant for `[dev-dependencies]` as Tokio's is, the
+//! timer on the caller's runtime is built with a 1 ms tick (Tokio's resolution) and
+//! follows that runtime's clock, paused or not (a paused current-thread runtime gets
+//! one too, where without the feature it falls back to the process-wide timer):
 //! `#[tokio::test(start_paused = true)]` tests of code that calls them work as they
 //! did on `tokio::time`, auto-advance and whole-millisecond assertions included. The
 //! feature also brings Tokio's `pause` and `resume` to this crate's root, and an

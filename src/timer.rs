@@ -261,7 +261,7 @@ impl Timer {
     /// use tokio_test::{assert_pending, assert_ready, task};
     /// use tokio_wheel::Timer;
     ///
-    /// let timer = Timer::new(); // 10 ms tick
+    /// let timer = Timer::new(); // 1 ms tick under `test-util` (10 ms without)
     /// let mut sleep = task::spawn(timer.sleep(Duration::from_millis(5)));
     /// assert_pending!(sleep.poll());
     /// tokio::time::advance(Duration::from_millis(10)).await;
