@@ -152,10 +152,10 @@ impl ClockBound {
 /// by one at the next boundary.
 pub(super) fn wake_at(clock: &Clock, next: u64, now: Instant) -> Option<Instant> {
     const ROUNDING: Duration = Duration::from_nanos(999_999);
-    if clock.step_end(next) <= now {
+    let end = clock.step_end(next);
+    if end <= now {
         return None;
     }
-    let end = clock.step_end(next);
     let boundary_before_end = end.checked_sub(ROUNDING).unwrap_or(end);
     Some(boundary_before_end.max(now + Duration::from_nanos(1)))
 }
